@@ -1,0 +1,46 @@
+# turnledger — the two commands a fresh machine needs are `make run` and `make test`.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+TL     := $(VENV)/bin/turnledger
+DB     ?= turnledger.duckdb
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test install browser samples lint bench clean
+
+## run: install into .venv, load sample_traces/ into ./turnledger.duckdb, print the report
+run: install
+	@if [ ! -f "$(DB)" ]; then $(TL) ingest sample_traces/ --db $(DB); fi
+	$(TL) report --db $(DB)
+
+## test: install everything (incl. Debian chromium for browser tests) and run the whole suite
+test: install browser
+	$(PY) -m pytest
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# Browser tests drive Debian's chromium through Playwright; never a downloaded browser.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian chromium for the browser tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "warning: could not install chromium; browser tests will be skipped"; }
+
+## samples: regenerate sample_traces/ (generated files; do not edit by hand)
+samples: install
+	$(TL) samples --out sample_traces
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: install
+	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done
+
+clean:
+	rm -rf $(VENV) $(DB) .pytest_cache

@@ -1,0 +1,287 @@
+"""Sample traces built from the seeds' worked examples (generated, do not edit).
+
+Regenerate with ``turnledger samples`` (or ``make samples``). Each scenario is
+an OTLP/JSON file in ``sample_traces/`` whose figures are the seeds' exact test
+vectors, so loading the folder and reading the report reproduces them:
+
+* ``five_turn_run``  — the walked-through support request: $0.0427/0.0149/0.0123/0.0150/0.0147,
+  total $0.0997, cache hit rate 0.765, with parallel tools, an offload and captured contexts;
+* ``cache_pair``     — the same call with a healthy and a broken cache: $0.0584 vs $0.1412;
+* ``long_tail``      — tasks a91/a92/a93: $0.26, $0.21 and $9.93 (40 turns, step cap);
+* ``budget_warn``    — one call worth $0.82 against a $1.00 budget: a warn event;
+* ``retry_and_loop`` — a 429 retried after `retry-after` and a loop detector nudge then halt;
+* ``openai_style``   — an OpenAI-convention span whose prompt tokens include cached ones;
+* ``unpriced``       — a model no price source knows, flagged rather than free.
+
+Until the harness produces these from real runs, they are assembled here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger import conventions as c
+from ledger.spans import SpanEvent, SpanRecord
+
+from .otlp import encode_json
+
+__all__ = ["SCENARIOS", "build", "write_samples"]
+
+T0 = 1_790_000_000_000_000_000  # 2026-09-21T14:13:20Z, fixed so files are reproducible
+MS = 1_000_000
+RESOURCE = {c.SERVICE_NAME: "support-agent", c.SERVICE_VERSION: "1.4.0", "deployment.environment": "sample"}
+SCOPE = ("turnledger.harness", "0.1.0")
+SYSTEM = "You are a support agent. Answer from retrieved documents only, cite every claim."
+TOOLS = [
+    {"name": "search_docs", "description": "Search the product docs.", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}},
+    {"name": "get_account", "description": "Look up the caller's account.", "input_schema": {"type": "object", "properties": {}}},
+    {"name": "read_artifact", "description": "Read a slice of an offloaded tool output.", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+]  # fmt: skip
+
+
+def _hex(seed: str, n: int) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()[:n]
+
+
+@dataclass
+class Trace:
+    """Builds one run's spans: a root ``invoke_agent`` and children in time order."""
+
+    key: str
+    agent: str = "support-agent"
+    tenant: str = "acme"
+    start: int = T0
+    root_attrs: dict[str, Any] = field(default_factory=dict)
+    spans: list[SpanRecord] = field(default_factory=list)
+    clock: int = 0
+    _n: int = 0
+
+    def __post_init__(self) -> None:
+        self.trace_id = _hex(f"trace:{self.key}", 32)
+        self.root_id = _hex(f"span:{self.key}:root", 16)
+        self.clock = self.start + MS
+
+    def _id(self) -> str:
+        self._n += 1
+        return _hex(f"span:{self.key}:{self._n}", 16)
+
+    def child(self, name: str, duration_ms: float, attrs: dict[str, Any], *, status: str = "UNSET",
+              events: tuple[SpanEvent, ...] = (), at: int | None = None) -> SpanRecord:  # fmt: skip
+        start = at if at is not None else self.clock
+        end = start + int(duration_ms * MS)
+        span = SpanRecord(
+            trace_id=self.trace_id, span_id=self._id(), parent_span_id=self.root_id, name=name,
+            start_ns=start, end_ns=end, kind="CLIENT" if name.startswith("chat") else "INTERNAL",
+            status_code=status, attributes={c.TENANT: self.tenant, **attrs}, events=events,
+            resource=RESOURCE, scope_name=SCOPE[0], scope_version=SCOPE[1],
+        )  # fmt: skip
+        self.spans.append(span)
+        self.clock = max(self.clock, end + MS)
+        return span
+
+    def chat(self, model: str, usage: tuple[int, int, int, int], *, payload: dict[str, Any] | None = None,
+             attempt: int = 1, call: str | None = None, cause: str = "", status: str = "UNSET",
+             label: str = "agent", finish: str = "tool_use", extra: dict[str, Any] | None = None) -> SpanRecord:  # fmt: skip
+        """A model-call attempt; usage is (uncached_in, cache_write, cache_read, out), Anthropic-style."""
+        uncached, write, read, out = usage
+        attrs: dict[str, Any] = {
+            c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic", c.REQUEST_MODEL: model,
+            c.RESPONSE_MODEL: model, c.CALL_SITE: label, c.ATTEMPT: attempt,
+            c.CALL_ID: call or _hex(f"call:{self.key}:{self._n}", 16),
+            # Current GenAI conventions: input_tokens INCLUDES cache reads and writes.
+            c.INPUT_TOKENS: uncached + write + read, c.OUTPUT_TOKENS: out,
+            c.CACHE_CREATION_INPUT_TOKENS: write, c.CACHE_READ_INPUT_TOKENS: read,
+            c.FINISH_REASONS: [finish] if status != "ERROR" else [],
+        }  # fmt: skip
+        if cause:
+            attrs[c.RETRY_CAUSE] = cause
+        if status == "ERROR":
+            attrs[c.ERROR_TYPE] = cause or "error"
+        if payload is not None:
+            attrs[c.REQUEST_BODY] = json.dumps(payload)
+        attrs.update(extra or {})
+        return self.child(f"chat {model}", 900 + 2 * (out or 10), attrs, status=status)
+
+    def tool(self, name: str, args: dict[str, Any], result: str, *, duration_ms: float = 200, at: int | None = None,
+             soft_failure: bool = False, events: tuple[SpanEvent, ...] = ()) -> SpanRecord:  # fmt: skip
+        attrs = {
+            c.OPERATION_NAME: "execute_tool", c.TOOL_NAME: name,
+            "gen_ai.tool.call.arguments": json.dumps(args), "gen_ai.tool.call.result": result[:500],
+        }  # fmt: skip
+        if soft_failure:
+            attrs[c.TOOL_SOFT_FAILURE] = True
+        return self.child(f"execute_tool {name}", duration_ms, attrs, events=events, at=at)
+
+    def event(self, name: str, **attrs: Any) -> SpanEvent:
+        return SpanEvent(name, self.clock, attrs)
+
+    def finish(self, stop_cause: str, *, detail: str = "", status: str = "UNSET",
+               error_type: str | None = None, events: tuple[SpanEvent, ...] = ()) -> list[SpanRecord]:  # fmt: skip
+        attrs: dict[str, Any] = {
+            c.OPERATION_NAME: "invoke_agent", c.AGENT_NAME: self.agent, c.AGENT_VERSION: "1.4.0",
+            c.PROMPT_VERSION: "support-v7", c.TENANT: self.tenant, c.STOP_CAUSE: stop_cause,
+            c.CONVERSATION_ID: f"conv-{self.key}", **self.root_attrs,
+        }  # fmt: skip
+        if detail:
+            attrs[c.STOP_DETAIL] = detail
+        if error_type:
+            attrs[c.ERROR_TYPE] = error_type
+        root = SpanRecord(
+            trace_id=self.trace_id, span_id=self.root_id, name=f"invoke_agent {self.agent}",
+            start_ns=self.start, end_ns=self.clock, status_code=status, attributes=attrs, events=events,
+            resource=RESOURCE, scope_name=SCOPE[0], scope_version=SCOPE[1],
+        )  # fmt: skip
+        return [*self.spans, root]
+
+
+def five_turn_run() -> list[SpanRecord]:
+    """Seed 000 'Walk one request through it': five turns on claude-opus-5."""
+    t = Trace("five-turn-run")
+    turns = [(20, 6_100, 0, 180), (0, 1_300, 6_100, 150), (0, 900, 7_400, 120), (0, 700, 8_300, 260), (40, 400, 9_000, 300)]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "how do I rotate an API key"}]
+    replies: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
+        ([{"type": "tool_use", "id": "toolu_1", "name": "search_docs", "input": {"q": "rotate API key"}},
+          {"type": "tool_use", "id": "toolu_2", "name": "get_account", "input": {}}],
+         [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "[offloaded] search_docs returned 346 lines / 38059 chars -> /tmp/agent-artifacts/search_docs-9c1f4ab2.txt"},
+          {"type": "tool_result", "tool_use_id": "toolu_2", "content": "{\"plan\": \"team\", \"keys\": 2}"}]),
+        ([{"type": "tool_use", "id": "toolu_3", "name": "read_artifact", "input": {"path": "/tmp/agent-artifacts/search_docs-9c1f4ab2.txt", "offset": 0, "limit": 40}}],
+         [{"type": "tool_result", "tool_use_id": "toolu_3", "content": "[lines 0-40 of 346] rotate from Settings > API keys; the old key stays valid for 24 hours."}]),
+        ([{"type": "text", "text": "Claim 1: rotate from Settings > API keys [src:/tmp/agent-artifacts/search_docs-9c1f4ab2.txt]\nClaim 2: the old key stays valid for 24 hours."}],
+         [{"type": "text", "text": "Claim 2 has no citation. Cite or remove it."}]),
+        ([{"type": "text", "text": "Claim 1: rotate from Settings > API keys [src:/tmp/agent-artifacts/search_docs-9c1f4ab2.txt]\nClaim 2: the old key stays valid for 24 hours [src:/tmp/agent-artifacts/search_docs-9c1f4ab2.txt]"}],
+         None),
+        ([], None),
+    ]  # fmt: skip
+    finish = ["end_turn", "tool_use", "tool_use", "end_turn", "end_turn"]
+    # Turn 1 is a plan-only reply in the seed; the tool calls arrive on turn 2.
+    replies = [([{"type": "text", "text": "Let me look that up."}], [{"type": "text", "text": "Go ahead."}]), *replies[:4]]
+    finish = ["end_turn", "tool_use", "tool_use", "end_turn", "end_turn"]
+    for i, usage in enumerate(turns):
+        payload = {
+            "model": "claude-opus-5", "max_tokens": 8192,
+            "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
+            "tools": TOOLS, "messages": [dict(m) for m in messages],
+        }  # fmt: skip
+        t.chat("claude-opus-5", usage, payload=payload, finish=finish[i])
+        assistant, follow_up = replies[i]
+        messages.append({"role": "assistant", "content": assistant})
+        if i == 1:  # two tools emitted in ONE assistant turn, run concurrently
+            at = t.clock
+            t.tool("search_docs", {"q": "rotate API key"}, "38,059 chars", duration_ms=180, at=at,
+                   events=(SpanEvent(c.EVENT_OFFLOAD, at + 180 * MS, {"tool": "search_docs", "chars": 38_059, "pointer_chars": 1_573}),))  # fmt: skip
+            t.tool("get_account", {}, '{"plan": "team", "keys": 2}', duration_ms=240, at=at)
+        if i == 2:
+            t.tool("read_artifact", {"path": "/tmp/agent-artifacts/search_docs-9c1f4ab2.txt", "offset": 0, "limit": 40}, "[lines 0-40 of 346]")
+        if follow_up is not None:
+            messages.append({"role": "user", "content": follow_up})
+    return t.finish("completed")
+
+
+def cache_pair() -> list[SpanRecord]:
+    """Seed 000 exercise 7: the same call, cache healthy vs broken (the 18,400 tokens MOVE)."""
+    healthy = Trace("cache-healthy", agent="cache-audit")
+    healthy.chat("claude-opus-5", (210, 6_100, 18_400, 400), finish="end_turn")
+    broken = Trace("cache-broken", agent="cache-audit", start=T0 + 60_000 * MS)
+    broken.chat("claude-opus-5", (210 + 18_400, 6_100, 0, 400), finish="end_turn")
+    return healthy.finish("completed") + broken.finish("completed")
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """Split a token total over turns growing linearly (history re-sent), summing exactly."""
+    weights = list(range(1, parts + 1))
+    shares = [total * w // sum(weights) for w in weights]
+    shares[-1] += total - sum(shares)
+    return shares
+
+
+def long_tail() -> list[SpanRecord]:
+    """Seed 000 exercise 3: a91 and a92 are ordinary; a93 ran 40 turns into the step cap."""
+    spans: list[SpanRecord] = []
+    for n, (key, turns, tokens_in, tokens_out) in enumerate(
+        [("a91", 6, 41_200, 2_100), ("a92", 5, 33_800, 1_800), ("a93", 40, 1_904_000, 16_400)]
+    ):
+        t = Trace(key, agent="ticket-triage", tenant="globex", start=T0 + n * 3_600_000 * MS)
+        for i, (inp, out) in enumerate(zip(_split(tokens_in, turns), _split(tokens_out, turns))):
+            t.chat("claude-opus-5", (inp, 0, 0, out), finish="end_turn" if i == turns - 1 else "tool_use")
+            if i < turns - 1:
+                t.tool("get_shipping_status", {"tracking": "12345"}, "No shipment found for 12345.", soft_failure=True)
+        if key == "a93":
+            spans += t.finish("max_steps", detail="hit max_steps=40", status="ERROR", error_type="max_steps")
+        else:
+            spans += t.finish("completed")
+    return spans
+
+
+def budget_warn() -> list[SpanRecord]:
+    """Seed 000 exercise 3: one call of .65 + .025 + .125 + .02 = $0.82 against $1.00."""
+    t = Trace("budget-warn", agent="report-writer", tenant="initech")
+    t.chat("claude-opus-5", (130_000, 20_000, 40_000, 1_000), finish="end_turn")
+    warn = t.event(c.EVENT_BUDGET_WARN, spent_usd=0.82, limit_usd=1.0, fraction=0.82)
+    return t.finish("completed", events=(warn,))
+
+
+def retry_and_loop() -> list[SpanRecord]:
+    """A 429 honoured with retry-after: 7, then a loop detector nudge and halt."""
+    t = Trace("retry-and-loop", agent="support-agent", tenant="acme")
+    call = _hex("call:retry-and-loop:first", 16)
+    t.chat("claude-sonnet-5", (0, 0, 0, 0), call=call, status="ERROR", cause="429")
+    t.clock += 7_000 * MS
+    t.chat("claude-sonnet-5", (1_200, 0, 0, 90), call=call, attempt=2, cause="429")
+    retry = SpanEvent(c.EVENT_RETRY, t.clock, {"cause": "429", "wait_s": 7.0, "attempt": 2})
+    for i in range(5):
+        t.chat("claude-sonnet-5", (1_300 + 150 * i, 0, 0, 60))
+        ev: tuple[SpanEvent, ...] = ()
+        if i == 3:
+            ev = (t.event(c.EVENT_LOOP_TRIP, shape="repeat", action="nudge", tool="search_docs"),)
+        if i == 4:
+            ev = (t.event(c.EVENT_LOOP_TRIP, shape="repeat", action="halt", tool="search_docs"),)
+        t.tool("search_docs", {"q": "rate limit"}, "0 results", soft_failure=True, events=ev)
+    return t.finish("loop_detected", detail="search_docs repeated after a nudge", events=(retry,))
+
+
+def openai_style() -> list[SpanRecord]:
+    """A span from an OpenAI-style instrumentation: prompt_tokens INCLUDE the cached ones."""
+    t = Trace("openai-style", agent="router", tenant="acme")
+    t.child(
+        "chat gpt-4o",
+        800,
+        {
+            c.OPERATION_NAME: "chat", "gen_ai.system": "openai", c.REQUEST_MODEL: "gpt-4o",
+            "gen_ai.usage.prompt_tokens": 1_000, "gen_ai.usage.completion_tokens": 100,
+            "gen_ai.usage.cache_read_input_tokens": 800,
+        },
+    )  # fmt: skip
+    return t.finish("completed")
+
+
+def unpriced() -> list[SpanRecord]:
+    t = Trace("unpriced", agent="experiment", tenant="acme")
+    t.chat("mystery-model-1", (5_000, 0, 0, 500), finish="end_turn")
+    t.spans[-1].attributes[c.PROVIDER_NAME] = "someprovider"
+    return t.finish("completed")
+
+
+SCENARIOS: dict[str, Callable[[], list[SpanRecord]]] = {
+    fn.__name__: fn for fn in (five_turn_run, cache_pair, long_tail, budget_warn, retry_and_loop, openai_style, unpriced)
+}
+
+
+def build(name: str) -> list[SpanRecord]:
+    return SCENARIOS[name]()
+
+
+def write_samples(folder: Path | str) -> list[Path]:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, scenario in SCENARIOS.items():
+        doc = {"_generated": f"by `turnledger samples` from collector/samples.py ({name}); do not edit", **encode_json(scenario())}
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        written.append(path)
+    return written

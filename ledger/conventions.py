@@ -1,0 +1,122 @@
+"""Span attribute and event names turnledger reads and writes.
+
+OpenTelemetry GenAI names come from the semantic-conventions package so that a
+rename upstream is one dependency bump, not a grep. Names that the conventions do
+not cover (tenant, call-site label, attempt number, guard events, the captured
+request) live under the ``turnledger.`` prefix and are defined only here.
+
+Model-call convention: every *attempt* of a model call is its own ``chat {model}``
+span. Attempts of one logical call share ``turnledger.call.id``; the attempt
+number and the cause of the retry that led to it are attributes. One span, one
+charge row: that is what makes retry charges visible and ingest idempotent.
+"""
+
+from __future__ import annotations
+
+from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
+from opentelemetry.semconv.attributes import error_attributes as _error
+
+__all__ = [
+    "AGENT_NAME",
+    "AGENT_VERSION",
+    "ATTEMPT",
+    "CACHE_CREATION_INPUT_TOKENS",
+    "CACHE_READ_INPUT_TOKENS",
+    "CALL_ID",
+    "CALL_SITE",
+    "CONVERSATION_ID",
+    "COST_USD",
+    "ERROR_TYPE",
+    "EVENT_AUTHORIZATION_DENIED",
+    "EVENT_BUDGET_STOP",
+    "EVENT_BUDGET_WARN",
+    "EVENT_HANDOFF",
+    "EVENT_LOOP_TRIP",
+    "EVENT_OFFLOAD",
+    "EVENT_RETRY",
+    "FINISH_REASONS",
+    "GUARD_EVENTS",
+    "INPUT_MESSAGES",
+    "INPUT_TOKENS",
+    "OPERATION_NAME",
+    "OUTPUT_TOKENS",
+    "PROMPT_VERSION",
+    "PROVIDER_NAME",
+    "REASONING_OUTPUT_TOKENS",
+    "REQUEST_BODY",
+    "REQUEST_MODEL",
+    "RESPONSE_MODEL",
+    "RETRY_CAUSE",
+    "SERVICE_NAME",
+    "SERVICE_VERSION",
+    "STEPS",
+    "STOP_CAUSE",
+    "STOP_DETAIL",
+    "SYSTEM_INSTRUCTIONS",
+    "TENANT",
+    "TOOL_CALLS",
+    "TOOL_DEFINITIONS",
+    "TOOL_NAME",
+    "TOOL_SCHEMA_VERSION",
+    "TOOL_SOFT_FAILURE",
+]
+
+# --- OpenTelemetry GenAI semantic conventions ---------------------------------
+OPERATION_NAME = _gen_ai.GEN_AI_OPERATION_NAME
+PROVIDER_NAME = _gen_ai.GEN_AI_PROVIDER_NAME
+REQUEST_MODEL = _gen_ai.GEN_AI_REQUEST_MODEL
+RESPONSE_MODEL = _gen_ai.GEN_AI_RESPONSE_MODEL
+INPUT_TOKENS = _gen_ai.GEN_AI_USAGE_INPUT_TOKENS
+OUTPUT_TOKENS = _gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS
+CACHE_CREATION_INPUT_TOKENS = _gen_ai.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS
+CACHE_READ_INPUT_TOKENS = _gen_ai.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS
+REASONING_OUTPUT_TOKENS = _gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS
+FINISH_REASONS = _gen_ai.GEN_AI_RESPONSE_FINISH_REASONS
+CONVERSATION_ID = _gen_ai.GEN_AI_CONVERSATION_ID
+AGENT_NAME = _gen_ai.GEN_AI_AGENT_NAME
+AGENT_VERSION = _gen_ai.GEN_AI_AGENT_VERSION
+TOOL_NAME = _gen_ai.GEN_AI_TOOL_NAME
+INPUT_MESSAGES = _gen_ai.GEN_AI_INPUT_MESSAGES
+SYSTEM_INSTRUCTIONS = _gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
+TOOL_DEFINITIONS = _gen_ai.GEN_AI_TOOL_DEFINITIONS
+ERROR_TYPE = _error.ERROR_TYPE
+SERVICE_NAME = "service.name"
+SERVICE_VERSION = "service.version"
+
+# --- turnledger's own names -----------------------------------------------------
+TENANT = "turnledger.tenant"
+CALL_SITE = "turnledger.call_site"  # label of the code path that made a model call
+CALL_ID = "turnledger.call.id"  # shared by all attempts of one logical call
+ATTEMPT = "turnledger.attempt"  # 1-based
+RETRY_CAUSE = "turnledger.retry.cause"  # why this attempt exists: "429", "529", "connection"
+COST_USD = "turnledger.cost.usd"  # producer's estimate; the ledger re-prices
+PROMPT_VERSION = "turnledger.prompt.version"
+TOOL_SCHEMA_VERSION = "turnledger.tool_schema.version"
+STOP_CAUSE = "turnledger.stop_cause"  # on the root span
+STOP_DETAIL = "turnledger.stop_detail"
+STEPS = "turnledger.steps"
+TOOL_CALLS = "turnledger.tool_calls"
+TOOL_SOFT_FAILURE = "turnledger.tool.soft_failure"  # tool ran and said "not found"
+# Exact request payload of one model call, JSON, already redacted by the producer.
+# Ingest moves it into the content store and removes it from the span attributes.
+REQUEST_BODY = "turnledger.request.body"
+
+# Guard decisions are span events with these names.
+EVENT_LOOP_TRIP = "turnledger.loop_detector.trip"  # shape, action, tool
+EVENT_BUDGET_WARN = "turnledger.budget.warn"
+EVENT_BUDGET_STOP = "turnledger.budget.stop"
+EVENT_RETRY = "turnledger.retry"  # cause, wait_s, attempt
+EVENT_OFFLOAD = "turnledger.offload"
+EVENT_AUTHORIZATION_DENIED = "turnledger.authorization.denied"
+EVENT_HANDOFF = "turnledger.handoff"
+GUARD_EVENTS = frozenset(
+    {
+        EVENT_LOOP_TRIP,
+        EVENT_BUDGET_WARN,
+        EVENT_BUDGET_STOP,
+        EVENT_RETRY,
+        EVENT_OFFLOAD,
+        EVENT_AUTHORIZATION_DENIED,
+        EVENT_HANDOFF,
+    }
+)

@@ -1,0 +1,340 @@
+"""Append decoded spans to the ledger: spans, charges, guard events, contexts, runs.
+
+One call is one transaction: either everything from the batch lands or nothing
+does. Every table is keyed by (trace_id, span_id[, seq]) and written with
+INSERT OR IGNORE, so a batch delivered twice (OTLP exporters retry) changes
+nothing the second time. Rows go in as Arrow tables, never row by row.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from . import conventions as c
+from .content import ContextRows
+from .normalize import model_call, tenant_of
+from .pricing import PriceBook
+from .redact import redact
+from .spans import SpanRecord
+
+__all__ = ["MAX_ATTRIBUTE_CHARS", "IngestReport", "ingest"]
+
+# Attribute values longer than this are cut (the original length is noted in
+# the value). Captured request payloads are exempt: they go to the content store.
+MAX_ATTRIBUTE_CHARS = 16_384
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_HEX16 = re.compile(r"^[0-9a-f]{16}$")
+_USD_TYPE = pa.decimal128(38, 12)
+_TS = pa.timestamp("ns")
+_OPENINFERENCE_KIND = "openinference.span.kind"
+_OI_MESSAGE = re.compile(r"^llm\.input_messages\.(\d+)\.message\.(role|content)$")
+_CONTENT_ATTRIBUTES = (c.REQUEST_BODY, c.INPUT_MESSAGES, c.SYSTEM_INSTRUCTIONS, c.TOOL_DEFINITIONS)
+
+
+@dataclass
+class IngestReport:
+    received: int = 0
+    spans_written: int = 0
+    charges_written: int = 0
+    rejected: list[str] = field(default_factory=list)  # "trace/span: reason"
+    unpriced_models: set[str] = field(default_factory=set)
+    traces: set[str] = field(default_factory=set)
+
+    @property
+    def duplicates(self) -> int:
+        return self.received - len(self.rejected) - self.spans_written
+
+
+def _problem(span: SpanRecord) -> str | None:
+    if not _HEX32.match(span.trace_id) or span.trace_id == "0" * 32:
+        return f"trace_id {span.trace_id!r} is not 32 lowercase hex digits"
+    if not _HEX16.match(span.span_id) or span.span_id == "0" * 16:
+        return f"span_id {span.span_id!r} is not 16 lowercase hex digits"
+    if span.parent_span_id and not _HEX16.match(span.parent_span_id):
+        return f"parent_span_id {span.parent_span_id!r} is not 16 lowercase hex digits"
+    if not span.name:
+        return "span has no name"
+    if span.end_ns < span.start_ns or span.start_ns <= 0:
+        return f"bad times: start {span.start_ns} end {span.end_ns}"
+    return None
+
+
+def _json_value(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
+    """The request payload a span carries: ours verbatim, or rebuilt from GenAI/OpenInference content."""
+    a = span.attributes
+    if c.REQUEST_BODY in a:
+        body = _json_value(a[c.REQUEST_BODY])
+        return body if isinstance(body, dict) else {"body": body}
+    payload: dict[str, Any] = {}
+    if c.SYSTEM_INSTRUCTIONS in a:
+        payload["system"] = _json_value(a[c.SYSTEM_INSTRUCTIONS])
+    if c.TOOL_DEFINITIONS in a:
+        payload["tools"] = _json_value(a[c.TOOL_DEFINITIONS])
+    if c.INPUT_MESSAGES in a:
+        payload["messages"] = _json_value(a[c.INPUT_MESSAGES])
+    else:
+        found: dict[int, dict[str, Any]] = {}
+        for key, value in a.items():
+            m = _OI_MESSAGE.match(key)
+            if m:
+                found.setdefault(int(m.group(1)), {})[m.group(2)] = value
+        if found:
+            payload["messages"] = [found[i] for i in sorted(found)]
+    return payload or None
+
+
+def _stored_attributes(span: SpanRecord) -> dict[str, Any]:
+    out = {}
+    for key, value in span.attributes.items():
+        if key in _CONTENT_ATTRIBUTES or _OI_MESSAGE.match(key):
+            continue  # lives in the content store
+        if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_CHARS:
+            value = f"{value[:MAX_ATTRIBUTE_CHARS]}…[truncated, {len(value)} chars]"
+        out[key] = value
+    return out
+
+
+def _operation(span: SpanRecord) -> str | None:
+    op = span.attributes.get(c.OPERATION_NAME)
+    if op:
+        return str(op)
+    kind = span.attributes.get(_OPENINFERENCE_KIND)
+    return {"LLM": "chat", "TOOL": "execute_tool", "AGENT": "invoke_agent"}.get(str(kind).upper()) if kind else None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class _Batch:
+    """Column lists for each table, filled span by span, turned into Arrow tables."""
+
+    def __init__(self, prices: PriceBook, redact_content: bool) -> None:
+        self.prices, self.redact_content = prices, redact_content
+        self.spans: dict[str, list[Any]] = {}
+        self.charges: dict[str, list[Any]] = {}
+        self.events: dict[str, list[Any]] = {}
+        self.contexts = ContextRows()
+        self.unpriced: set[str] = set()
+        self.now = datetime.now(timezone.utc).replace(tzinfo=None)
+
+    @staticmethod
+    def _append(table: dict[str, list[Any]], **row: Any) -> None:
+        for k, v in row.items():
+            table.setdefault(k, []).append(v)
+
+    def add(self, s: SpanRecord) -> None:
+        tenant = tenant_of(s)
+        self._append(
+            self.spans,
+            trace_id=s.trace_id, span_id=s.span_id, parent_span_id=s.parent_span_id, name=s.name,
+            kind=s.kind, operation=_operation(s), tenant=tenant, start_time=s.start_ns, end_time=s.end_ns,
+            status_code=s.status_code, status_message=s.status_message,
+            attributes=_dumps(_stored_attributes(s)), resource=_dumps(s.resource),
+            events=_dumps([{"name": e.name, "time_ns": e.time_ns, "attributes": e.attributes} for e in s.events]),
+            scope_name=s.scope_name, scope_version=s.scope_version, ingested_at=self.now,
+        )  # fmt: skip
+        for seq, e in enumerate(s.events):
+            if e.name in c.GUARD_EVENTS:
+                ea = e.attributes
+                self._append(
+                    self.events,
+                    trace_id=s.trace_id, span_id=s.span_id, seq=seq, name=e.name, time=e.time_ns,
+                    shape=ea.get("shape"), action=ea.get("action"), tool=ea.get("tool"),
+                    cause=ea.get("cause"), attributes=_dumps(ea),
+                )  # fmt: skip
+        call = model_call(s)
+        if call is None:
+            return
+        when = datetime.fromtimestamp(s.start_ns / 1e9, timezone.utc)
+        priced = self.prices.price(call.provider, call.model, call.tokens, when)
+        if priced.unpriced:
+            self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
+        t = call.tokens
+        self._append(
+            self.charges,
+            trace_id=s.trace_id, span_id=s.span_id, parent_span_id=s.parent_span_id, call_id=call.call_id,
+            start_time=s.start_ns, latency_ms=(s.end_ns - s.start_ns) / 1e6, tenant=tenant,
+            call_site=call.call_site, provider=call.provider, model=call.model, attempt=call.attempt,
+            retry_cause=call.retry_cause, status_code=s.status_code,
+            error_type=s.attributes.get(c.ERROR_TYPE), finish_reason=call.finish_reason,
+            uncached_input_tokens=t.uncached_input, cache_write_tokens=t.cache_write,
+            cache_read_tokens=t.cache_read, output_tokens=t.output, reasoning_tokens=t.reasoning,
+            usd_input=priced.usd_input, usd_output=priced.usd_output,
+            usd_cache_write=priced.usd_cache_write, usd_cache_read=priced.usd_cache_read,
+            unpriced=priced.unpriced, price_source=priced.source, price_version=priced.version,
+            token_convention=call.convention,
+        )  # fmt: skip
+        payload = captured_payload(s)
+        if payload is not None:
+            self.contexts.add(s.trace_id, s.span_id, redact(payload) if self.redact_content else payload)
+
+
+_TYPES = {
+    "start_time": _TS, "end_time": _TS, "time": _TS, "ingested_at": pa.timestamp("us"),
+    "usd_input": _USD_TYPE, "usd_output": _USD_TYPE, "usd_cache_write": _USD_TYPE, "usd_cache_read": _USD_TYPE,
+    "seq": pa.int32(), "attempt": pa.int32(),
+}  # fmt: skip
+
+
+def _arrow(columns: dict[str, list[Any]]) -> pa.Table:
+    return pa.table({k: pa.array(v, type=_TYPES.get(k)) for k, v in columns.items()})
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
+    if data.num_rows == 0:
+        return 0
+    con.register("_batch", data)
+    try:
+        cols = ", ".join(f'"{n}"' for n in data.column_names)
+        row = con.execute(f"INSERT OR IGNORE INTO {table} ({cols}) SELECT {cols} FROM _batch").fetchone()
+    finally:
+        con.unregister("_batch")
+    return int(row[0]) if row else 0
+
+
+def ingest(
+    con: duckdb.DuckDBPyConnection,
+    spans: Iterable[SpanRecord],
+    prices: PriceBook | None = None,
+    *,
+    redact_content: bool = True,
+) -> IngestReport:
+    """Append a batch of spans and everything derived from them, atomically.
+
+    Invalid spans are rejected (listed in the report) and the rest still land.
+    ``redact_content`` re-applies redaction to captured payloads at the door,
+    for producers that did not redact (third-party instrumentations).
+    """
+    report = IngestReport()
+    batch = _Batch(prices or _default_prices(), redact_content)
+    for s in spans:
+        report.received += 1
+        problem = _problem(s)
+        if problem:
+            report.rejected.append(f"{s.trace_id}/{s.span_id}: {problem}")
+            continue
+        batch.add(s)
+        report.traces.add(s.trace_id)
+    report.unpriced_models = batch.unpriced
+    if not report.traces:
+        return report
+    ctx = batch.contexts
+    con.execute("BEGIN TRANSACTION")
+    try:
+        report.spans_written = _insert(con, "spans", _arrow(batch.spans))
+        report.charges_written = _insert(con, "charges", _arrow(batch.charges))
+        _insert(con, "guard_events", _arrow(batch.events))
+        if ctx.contexts:
+            _insert(con, "content_blocks", pa.table({"hash": list(ctx.blocks), "body": list(ctx.blocks.values())}))
+            nodes = ctx.nodes
+            _insert(
+                con,
+                "message_chain",
+                pa.table({"node": list(nodes), "prev": [p for p, _ in nodes.values()], "block": [b for _, b in nodes.values()]}),
+            )
+            cols = ["trace_id", "span_id", "envelope", "system_block", "tools_block", "messages_node", "payload_bytes"]
+            _insert(con, "contexts", pa.table({k: [r[i] for r in ctx.contexts] for i, k in enumerate(cols)}))
+        if report.spans_written:
+            refresh_runs(con, sorted(report.traces))
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return report
+
+
+_PRICES: PriceBook | None = None
+
+
+def _default_prices() -> PriceBook:
+    global _PRICES
+    if _PRICES is None:
+        _PRICES = PriceBook.default()
+    return _PRICES
+
+
+def _attr(alias: str, key: str) -> str:
+    return f"json_extract_string({alias}.attributes, '$.\"{key}\"')"
+
+
+_REFRESH_RUNS = f"""
+INSERT OR REPLACE INTO runs
+WITH t AS (SELECT DISTINCT trace_id FROM _touched),
+root AS (
+    SELECT s.* FROM spans s JOIN t USING (trace_id) WHERE s.parent_span_id = ''
+    QUALIFY row_number() OVER (PARTITION BY s.trace_id ORDER BY s.start_time) = 1
+),
+sp AS (
+    SELECT s.trace_id, min(s.start_time) AS started_at, max(s.end_time) AS ended_at,
+           any_value(s.tenant) FILTER (WHERE s.tenant IS NOT NULL) AS tenant,
+           count(*) FILTER (WHERE s.operation = 'execute_tool') AS tool_calls,
+           count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
+               OR {_attr('s', c.TOOL_SOFT_FAILURE)} = 'true')) AS soft_failures,
+           any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name
+    FROM spans s JOIN t USING (trace_id) GROUP BY s.trace_id
+),
+ch AS (
+    SELECT c.trace_id, count(*) AS model_calls,
+           count(DISTINCT c.call_id) FILTER (WHERE c.call_site = 'agent') AS turns,
+           count(*) FILTER (WHERE c.attempt > 1) AS retry_attempts,
+           count(*) FILTER (WHERE c.unpriced) AS unpriced_calls,
+           sum(c.uncached_input_tokens) AS uncached_input_tokens, sum(c.cache_write_tokens) AS cache_write_tokens,
+           sum(c.cache_read_tokens) AS cache_read_tokens, sum(c.output_tokens) AS output_tokens,
+           sum(c.usd_input) AS usd_input, sum(c.usd_output) AS usd_output,
+           sum(c.usd_cache_write) AS usd_cache_write, sum(c.usd_cache_read) AS usd_cache_read,
+           string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models
+    FROM charges c JOIN t USING (trace_id) GROUP BY c.trace_id
+),
+ge AS (
+    SELECT g.trace_id, count(*) FILTER (WHERE g.name = '{c.EVENT_LOOP_TRIP}') AS loop_trips
+    FROM guard_events g JOIN t USING (trace_id) GROUP BY g.trace_id
+)
+SELECT
+    t.trace_id, root.span_id, root.name, sp.service_name,
+    coalesce({_attr('root', c.AGENT_NAME)}, root.name, sp.service_name),
+    coalesce({_attr('root', c.AGENT_VERSION)}, json_extract_string(root.resource, '$."service.version"')),
+    {_attr('root', c.PROMPT_VERSION)}, {_attr('root', c.TOOL_SCHEMA_VERSION)},
+    coalesce(root.tenant, sp.tenant), {_attr('root', c.CONVERSATION_ID)},
+    sp.started_at, sp.ended_at, root.status_code, {_attr('root', c.ERROR_TYPE)},
+    CASE WHEN {_attr('root', c.STOP_CAUSE)} IS NOT NULL THEN {_attr('root', c.STOP_CAUSE)}
+         WHEN root.status_code = 'ERROR' THEN 'error'
+         WHEN root.span_id IS NOT NULL THEN 'completed' END,
+    {_attr('root', c.STOP_DETAIL)},
+    coalesce(ch.model_calls, 0), coalesce(ch.turns, 0), sp.tool_calls, sp.soft_failures,
+    coalesce(ge.loop_trips, 0), coalesce(ch.retry_attempts, 0), coalesce(ch.unpriced_calls, 0),
+    coalesce(ch.uncached_input_tokens, 0), coalesce(ch.cache_write_tokens, 0),
+    coalesce(ch.cache_read_tokens, 0), coalesce(ch.output_tokens, 0),
+    coalesce(ch.usd_input, 0), coalesce(ch.usd_output, 0), coalesce(ch.usd_cache_write, 0), coalesce(ch.usd_cache_read, 0),
+    coalesce(ch.usd_input + ch.usd_output + ch.usd_cache_write + ch.usd_cache_read, 0),
+    ch.models
+FROM t JOIN sp USING (trace_id)
+LEFT JOIN root USING (trace_id) LEFT JOIN ch USING (trace_id) LEFT JOIN ge USING (trace_id)
+"""
+
+
+def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str]) -> None:
+    """Rebuild the derived ``runs`` rows of these traces from spans and charges."""
+    con.register("_touched", pa.table({"trace_id": trace_ids}))
+    try:
+        con.execute(_REFRESH_RUNS)
+    finally:
+        con.unregister("_touched")

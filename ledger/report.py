@@ -1,0 +1,123 @@
+"""The ledger report: the figures ``turnledger report`` prints, as one stable dict.
+
+``report --json`` emits exactly ``build_report(...)``; its schema is documented
+in README.md ("Report JSON schema") and versioned by ``schema``. USD values are
+JSON numbers rounded to 10 decimal places from exact DECIMAL sums.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from . import queries as q
+
+__all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
+
+REPORT_SCHEMA = "turnledger.report/1"
+
+
+def _num(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(round(value, 10))
+    if isinstance(value, float):
+        return round(value, 10)
+    return value
+
+
+def _rows(con: duckdb.DuckDBPyConnection, query: q.Query) -> list[dict[str, Any]]:
+    return [{k: _num(v) for k, v in row.items()} for row in q.records(con, query)]
+
+
+def build_report(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS, *, top: int = 10) -> dict[str, Any]:
+    cost = _rows(con, q.cost_per_run(f))[0]
+    success = _rows(con, q.cost_per_successful_run(f))[0]
+    money = _rows(con, q.where_the_money_went(f))[0]
+    retries = _rows(con, q.retry_charges(f))
+    trips = _rows(con, q.loop_trips(f))
+    guards = _rows(con, q.guard_summary(f))[0]
+    hit = money["cache_hit_rate"]
+    long_tail = _rows(con, q.long_tail(f, top))
+    for row in long_tail:
+        row["started_at"] = row["started_at"].isoformat() if row["started_at"] else None
+    return {
+        "schema": REPORT_SCHEMA,
+        "runs": cost["runs"],
+        "total_usd": cost["total_usd"],
+        "cost_per_run": {k: cost[f"{k}_usd"] for k in ("median", "p95", "p99", "max", "mean")},
+        "successful_runs": success["successful_runs"],
+        "cost_per_successful_run": success["usd_per_successful_run"],
+        "cache": {"hit_rate": hit, "verdict": q.cache_verdict(hit)},
+        "where_the_money_went": {
+            k: money[k] for k in ("share_output", "share_cache_write", "share_cache_read", "share_uncached_input")
+        },
+        "retries": {
+            "attempts": sum(r["attempts"] for r in retries),
+            "usd": _num(sum(Decimal(str(r["usd"] or 0)) for r in retries)),
+            "share_of_spend": sum(r["share_of_spend"] or 0 for r in retries),
+            "by_cause": retries,
+        },
+        "loop_trips": {
+            "trips": guards["loop_trips"],
+            "runs_affected": guards["runs_with_loop_trips"],
+            "spend_in_affected_runs": guards["spend_in_looping_runs"],
+            "by_shape": trips,
+        },
+        "step_cap_rate": guards["step_cap_rate"],
+        "budget_stop_rate": guards["budget_stop_rate"],
+        "unpriced_calls": guards["unpriced_calls"],
+        "stop_causes": _rows(con, q.stop_causes(f)),
+        "models": _rows(con, q.model_attribution(f)),
+        "call_sites": _rows(con, q.call_site_attribution(f)),
+        "unpriced": _rows(con, q.unpriced_models(f)),
+        "long_tail": long_tail,
+    }
+
+
+def _usd(v: Any) -> str:
+    return "—" if v is None else f"${v:,.4f}"
+
+
+def _pct(v: Any) -> str:
+    return "—" if v is None else f"{v:.1%}"
+
+
+def format_report(r: dict[str, Any]) -> str:
+    """The human table: headline figures first, then the breakdowns."""
+    c = r["cost_per_run"]
+    lines = [
+        f"runs {r['runs']}   total spend {_usd(r['total_usd'])}   successful {r['successful_runs']}"
+        f"   cost per successful run {_usd(r['cost_per_successful_run'])}",
+        f"cost per run   median {_usd(c['median'])}   p95 {_usd(c['p95'])}   p99 {_usd(c['p99'])}   max {_usd(c['max'])}",
+        f"cache hit rate {_pct(r['cache']['hit_rate'])} ({r['cache']['verdict']})",
+        "where the money went   " + "   ".join(f"{k.removeprefix('share_')} {_pct(v)}" for k, v in r["where_the_money_went"].items()),
+        f"retries  {r['retries']['attempts']} attempts, {_usd(r['retries']['usd'])} ({_pct(r['retries']['share_of_spend'])} of spend)",
+        f"loop-detector trips  {r['loop_trips']['trips']}",
+        "",
+        "stop causes",
+        *(f"  {s['stop_cause']:<16} {s['runs']:>6} runs  {_pct(s['share']):>6}  {_usd(s['usd'])}" for s in r["stop_causes"]),
+        "",
+        "per model (uncached input / output / cache write / cache read)",
+        *(
+            f"  {m['model']:<24} {m['calls']:>6} calls  {_usd(m['usd_total']):>12}   {_usd(m['usd_input'])} / "
+            f"{_usd(m['usd_output'])} / {_usd(m['usd_cache_write'])} / {_usd(m['usd_cache_read'])}"
+            + ("   UNPRICED" if m["unpriced_calls"] else "")
+            for m in r["models"]
+        ),
+        "",
+        "per call site",
+        *(f"  {s['call_site']:<24} {s['calls']:>6} calls  {_usd(s['usd_total']):>12}  {_pct(s['share'])}" for s in r["call_sites"]),
+        "",
+        f"most expensive runs (top {len(r['long_tail'])})",
+        *(
+            f"  {t['trace_id']}  {_usd(t['usd_total']):>10}  {t['turns']:>3} turns  {t['stop_cause'] or 'in progress':<14} "
+            f"{t['agent_name'] or ''} / {t['tenant'] or '-'}"
+            for t in r["long_tail"]
+        ),
+    ]
+    if r["unpriced"]:
+        lines += ["", "UNPRICED models (charged $0 until priced; add them to a --prices file):"]
+        lines += [f"  {u['provider']}/{u['model']}: {u['calls']} calls in {u['runs']} runs" for u in r["unpriced"]]
+    return "\n".join(lines)

@@ -1,0 +1,218 @@
+"""The ledger's tables, as numbered migrations recorded in the database.
+
+Each migration runs once, inside a transaction, and its number is written to
+``schema_migrations``; opening a database runs whatever is missing, so
+re-running is always safe. Add a migration; never edit an applied one.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+__all__ = ["MIGRATIONS", "migrate", "schema_version"]
+
+USD = "DECIMAL(38, 12)"  # exact money: sums of millions of sub-cent charges stay exact
+
+_V1_TABLES = f"""
+CREATE TABLE spans (
+    trace_id        VARCHAR NOT NULL,
+    span_id         VARCHAR NOT NULL,
+    parent_span_id  VARCHAR NOT NULL,
+    name            VARCHAR NOT NULL,
+    kind            VARCHAR NOT NULL,
+    operation       VARCHAR,          -- invoke_agent | chat | execute_tool | ... (normalized)
+    tenant          VARCHAR,
+    start_time      TIMESTAMP_NS NOT NULL,
+    end_time        TIMESTAMP_NS NOT NULL,
+    status_code     VARCHAR NOT NULL,
+    status_message  VARCHAR,
+    attributes      JSON,
+    resource        JSON,
+    events          JSON,
+    scope_name      VARCHAR,
+    scope_version   VARCHAR,
+    ingested_at     TIMESTAMP NOT NULL,
+    PRIMARY KEY (trace_id, span_id)
+);
+
+-- One row per billed model-call attempt. The four USD terms are never pre-summed.
+CREATE TABLE charges (
+    trace_id              VARCHAR NOT NULL,
+    span_id               VARCHAR NOT NULL,
+    parent_span_id        VARCHAR NOT NULL,
+    call_id               VARCHAR NOT NULL,
+    start_time            TIMESTAMP_NS NOT NULL,
+    latency_ms            DOUBLE,
+    tenant                VARCHAR,
+    call_site             VARCHAR NOT NULL,
+    provider              VARCHAR NOT NULL,
+    model                 VARCHAR NOT NULL,
+    attempt               INTEGER NOT NULL,
+    retry_cause           VARCHAR NOT NULL,
+    status_code           VARCHAR NOT NULL,
+    error_type            VARCHAR,
+    finish_reason         VARCHAR,
+    uncached_input_tokens BIGINT NOT NULL,
+    cache_write_tokens    BIGINT NOT NULL,
+    cache_read_tokens     BIGINT NOT NULL,
+    output_tokens         BIGINT NOT NULL,
+    reasoning_tokens      BIGINT NOT NULL,
+    usd_input             {USD} NOT NULL,
+    usd_output            {USD} NOT NULL,
+    usd_cache_write       {USD} NOT NULL,
+    usd_cache_read        {USD} NOT NULL,
+    unpriced              BOOLEAN NOT NULL,
+    price_source          VARCHAR NOT NULL,
+    price_version         VARCHAR NOT NULL,
+    token_convention      VARCHAR NOT NULL,
+    PRIMARY KEY (trace_id, span_id)
+);
+
+-- Guard decisions (loop trips, budget warn/stop, retries, offloads, denials, hand-offs).
+CREATE TABLE guard_events (
+    trace_id    VARCHAR NOT NULL,
+    span_id     VARCHAR NOT NULL,
+    seq         INTEGER NOT NULL,
+    name        VARCHAR NOT NULL,
+    time        TIMESTAMP_NS NOT NULL,
+    shape       VARCHAR,
+    action      VARCHAR,
+    tool        VARCHAR,
+    cause       VARCHAR,
+    attributes  JSON,
+    PRIMARY KEY (trace_id, span_id, seq)
+);
+
+-- One row per trace, fully derived from the rows above and rebuilt for every
+-- trace an ingest touches (children usually arrive before their root).
+CREATE TABLE runs (
+    trace_id              VARCHAR PRIMARY KEY,
+    root_span_id          VARCHAR,
+    name                  VARCHAR,
+    service_name          VARCHAR,
+    agent_name            VARCHAR,
+    agent_version         VARCHAR,
+    prompt_version        VARCHAR,
+    tool_schema_version   VARCHAR,
+    tenant                VARCHAR,
+    conversation_id       VARCHAR,
+    started_at            TIMESTAMP_NS,
+    ended_at              TIMESTAMP_NS,
+    status_code           VARCHAR,
+    error_type            VARCHAR,
+    stop_cause            VARCHAR,
+    stop_detail           VARCHAR,
+    model_calls           INTEGER NOT NULL,
+    turns                 INTEGER NOT NULL,
+    tool_calls            INTEGER NOT NULL,
+    soft_failures         INTEGER NOT NULL,
+    loop_trips            INTEGER NOT NULL,
+    retry_attempts        INTEGER NOT NULL,
+    unpriced_calls        INTEGER NOT NULL,
+    uncached_input_tokens BIGINT NOT NULL,
+    cache_write_tokens    BIGINT NOT NULL,
+    cache_read_tokens     BIGINT NOT NULL,
+    output_tokens         BIGINT NOT NULL,
+    usd_input             {USD} NOT NULL,
+    usd_output            {USD} NOT NULL,
+    usd_cache_write       {USD} NOT NULL,
+    usd_cache_read        {USD} NOT NULL,
+    usd_total             {USD} NOT NULL,  -- derived for sorting; the terms stay above
+    models                VARCHAR
+);
+
+-- Captured request payloads, content-addressed. Every turn re-sends the whole
+-- history, so messages are stored once each and a turn's message list is a
+-- chain of nodes (hash of previous node + message): storage grows linearly.
+CREATE TABLE content_blocks (
+    hash   VARCHAR PRIMARY KEY,
+    body   VARCHAR USING COMPRESSION zstd NOT NULL
+);
+CREATE TABLE message_chain (
+    node   VARCHAR PRIMARY KEY,
+    prev   VARCHAR,
+    block  VARCHAR NOT NULL
+);
+CREATE TABLE contexts (
+    trace_id      VARCHAR NOT NULL,
+    span_id       VARCHAR NOT NULL,
+    envelope      JSON NOT NULL,     -- key order + the small top-level fields inline
+    system_block  VARCHAR,
+    tools_block   VARCHAR,
+    messages_node VARCHAR,
+    payload_bytes BIGINT NOT NULL,   -- size of the full payload, for storage reports
+    PRIMARY KEY (trace_id, span_id)
+);
+
+CREATE TABLE budgets (
+    id             VARCHAR PRIMARY KEY,
+    name           VARCHAR NOT NULL,
+    scope_kind     VARCHAR NOT NULL,  -- global | tenant | agent | model | call_site | run
+    scope_value    VARCHAR,
+    time_window    VARCHAR NOT NULL,  -- run | rolling_hour | rolling_day | day | month
+    metric         VARCHAR NOT NULL,  -- spend | p95_run_cost | cache_hit_rate | ...
+    limit_value    {USD},
+    soft_fraction  DOUBLE NOT NULL DEFAULT 0.8,
+    created_at     TIMESTAMP NOT NULL
+);
+CREATE TABLE alerts (
+    id            VARCHAR PRIMARY KEY,
+    budget_id     VARCHAR NOT NULL,
+    level         VARCHAR NOT NULL,   -- ok | warn | exceeded
+    window_start  TIMESTAMP,
+    fired_at      TIMESTAMP NOT NULL,
+    value         {USD},
+    figures       JSON
+);
+CREATE TABLE alert_deliveries (
+    alert_id      VARCHAR NOT NULL,
+    attempt       INTEGER NOT NULL,
+    target        VARCHAR NOT NULL,
+    attempted_at  TIMESTAMP NOT NULL,
+    status        VARCHAR NOT NULL,
+    detail        VARCHAR,
+    PRIMARY KEY (alert_id, target, attempt)
+);
+"""
+
+_V2_INDEXES = """
+CREATE INDEX charges_trace ON charges (trace_id);
+CREATE INDEX guard_events_trace ON guard_events (trace_id);
+"""
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "initial tables", _V1_TABLES),
+    (2, "trace indexes", _V2_INDEXES),
+]
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return 0
+    row = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Apply the missing migrations; returns the schema version now in force."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+    )
+    current = schema_version(con)
+    for version, name, sql in MIGRATIONS:
+        if version <= current:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(sql)
+            con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, name])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        current = version
+    return current

@@ -1,0 +1,47 @@
+"""The decoded span: what every producer hands to ``ledger.ingest``.
+
+Decoding (OTLP protobuf/JSON, the in-process SDK exporter) belongs to the
+collector; the ledger only ever sees these plain records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["SpanEvent", "SpanRecord"]
+
+Attributes = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    time_ns: int
+    attributes: Attributes = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """One finished span. Ids are lowercase hex; times are Unix nanoseconds."""
+
+    trace_id: str
+    span_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    parent_span_id: str = ""
+    kind: str = "INTERNAL"  # OTLP SpanKind without the prefix: INTERNAL, CLIENT, SERVER, ...
+    status_code: str = "UNSET"  # UNSET, OK, ERROR
+    status_message: str = ""
+    attributes: Attributes = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+    resource: Attributes = field(default_factory=dict)
+    scope_name: str = ""
+    scope_version: str = ""
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        """A span attribute, falling back to the resource (where tenant/service often live)."""
+        if key in self.attributes:
+            return self.attributes[key]
+        return self.resource.get(key, default)

@@ -1,0 +1,36 @@
+"""Opening the ledger's DuckDB file.
+
+DuckDB allows one writing process per file. The collector server is that
+writer; without a server, the CLI and dashboard open the file themselves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from .errors import TurnledgerError
+from .schema import migrate
+from .settings import db_path
+
+__all__ = ["open_ledger"]
+
+
+def open_ledger(path: str | Path | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A migrated connection. ``":memory:"`` gives a throwaway ledger (tests)."""
+    target = str(path if path is not None else db_path())
+    if read_only and target != ":memory:" and not Path(target).exists():
+        raise TurnledgerError(
+            f"no ledger at {target!r}: run `turnledger ingest sample_traces/` or `turnledger up` first"
+        )
+    try:
+        con = duckdb.connect(target, read_only=read_only)
+    except duckdb.IOException as exc:
+        raise TurnledgerError(
+            f"cannot open ledger {target!r}: {exc}. If `turnledger serve` is running it owns the file; "
+            "stop it or query through it."
+        ) from None
+    if not read_only:
+        migrate(con)
+    return con
