@@ -62,7 +62,9 @@ def expand_paths(paths: Sequence[Path]) -> list[Path]:
 
 
 def add_ingest(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="OTLP/JSON or OTLP protobuf files, or folders of them")
+    p.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="OTLP/JSON or OTLP protobuf files, or folders of them"
+    )
     p.add_argument("--prices", type=Path, default=None, help="price override TOML (default: $TURNLEDGER_PRICES)")
     _common(p)
 
@@ -110,7 +112,9 @@ def cmd_ingest(a: argparse.Namespace) -> int:
 
 # --- report ------------------------------------------------------------------------------
 def add_report(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="machine-readable output (schema in README: 'Report JSON schema')")
+    p.add_argument(
+        "--json", action="store_true", help="machine-readable output (schema in README: 'Report JSON schema')"
+    )
     p.add_argument("--top", type=int, default=10, help="rows in the most-expensive-runs table (default 10)")
     _filters(p)
     _common(p)
@@ -186,13 +190,40 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
 }
 
 
+# Commands that live with the part they run; each module exposes add_<name> and
+# cmd_<name>. A module not yet present simply leaves its command out.
+PLUGINS = {
+    "serve": ("collector.server.cli", "run the OTLP/HTTP collector and query API (the single writer of the ledger)"),
+    "up": ("collector.server.cli", "start the collector and the dashboard together"),
+    "dashboard": ("dashboard.cli", "open the Streamlit dashboard"),
+    "simulate": ("collector.harness.cli", "drive the harness with scripted models over a realistic workload"),
+    "budget": ("ledger.budgets_cli", "add, list, show and remove budget rules"),
+    "alerts": ("ledger.budgets_cli", "list alert events and their deliveries"),
+}
+
+
+def _plugin_commands() -> dict[str, tuple[str, Callable[..., None], Callable[..., int]]]:
+    import importlib
+
+    found = {}
+    for name, (module_name, help_text) in PLUGINS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue  # that part is not built yet
+            raise
+        found[name] = (help_text, getattr(module, f"add_{name}"), getattr(module, f"cmd_{name}"))
+    return found
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="turnledger",
         description="Observability and cost governance for LLM agents: OpenTelemetry spans in, a DuckDB cost ledger out.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (help_text, add, run) in COMMANDS.items():
+    for name, (help_text, add, run) in {**COMMANDS, **_plugin_commands()}.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         add(sp)
         sp.set_defaults(run=run)

@@ -142,7 +142,13 @@ class Trace:
 def five_turn_run() -> list[SpanRecord]:
     """Seed 000 'Walk one request through it': five turns on claude-opus-5."""
     t = Trace("five-turn-run")
-    turns = [(20, 6_100, 0, 180), (0, 1_300, 6_100, 150), (0, 900, 7_400, 120), (0, 700, 8_300, 260), (40, 400, 9_000, 300)]
+    turns = [
+        (20, 6_100, 0, 180),
+        (0, 1_300, 6_100, 150),
+        (0, 900, 7_400, 120),
+        (0, 700, 8_300, 260),
+        (40, 400, 9_000, 300),
+    ]
     messages: list[dict[str, Any]] = [{"role": "user", "content": "how do I rotate an API key"}]
     replies: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
         ([{"type": "tool_use", "id": "toolu_1", "name": "search_docs", "input": {"q": "rotate API key"}},
@@ -159,7 +165,10 @@ def five_turn_run() -> list[SpanRecord]:
     ]  # fmt: skip
     finish = ["end_turn", "tool_use", "tool_use", "end_turn", "end_turn"]
     # Turn 1 is a plan-only reply in the seed; the tool calls arrive on turn 2.
-    replies = [([{"type": "text", "text": "Let me look that up."}], [{"type": "text", "text": "Go ahead."}]), *replies[:4]]
+    replies = [
+        ([{"type": "text", "text": "Let me look that up."}], [{"type": "text", "text": "Go ahead."}]),
+        *replies[:4],
+    ]
     finish = ["end_turn", "tool_use", "tool_use", "end_turn", "end_turn"]
     for i, usage in enumerate(turns):
         payload = {
@@ -176,7 +185,11 @@ def five_turn_run() -> list[SpanRecord]:
                    events=(SpanEvent(c.EVENT_OFFLOAD, at + 180 * MS, {"tool": "search_docs", "chars": 38_059, "pointer_chars": 1_573}),))  # fmt: skip
             t.tool("get_account", {}, '{"plan": "team", "keys": 2}', duration_ms=240, at=at)
         if i == 2:
-            t.tool("read_artifact", {"path": "/tmp/agent-artifacts/search_docs-9c1f4ab2.txt", "offset": 0, "limit": 40}, "[lines 0-40 of 346]")
+            t.tool(
+                "read_artifact",
+                {"path": "/tmp/agent-artifacts/search_docs-9c1f4ab2.txt", "offset": 0, "limit": 40},
+                "[lines 0-40 of 346]",
+            )
         if follow_up is not None:
             messages.append({"role": "user", "content": follow_up})
     return t.finish("completed")
@@ -206,7 +219,7 @@ def long_tail() -> list[SpanRecord]:
         [("a91", 6, 41_200, 2_100), ("a92", 5, 33_800, 1_800), ("a93", 40, 1_904_000, 16_400)]
     ):
         t = Trace(key, agent="ticket-triage", tenant="globex", start=T0 + n * 3_600_000 * MS)
-        for i, (inp, out) in enumerate(zip(_split(tokens_in, turns), _split(tokens_out, turns))):
+        for i, (inp, out) in enumerate(zip(_split(tokens_in, turns), _split(tokens_out, turns), strict=True)):
             t.chat("claude-opus-5", (inp, 0, 0, out), finish="end_turn" if i == turns - 1 else "tool_use")
             if i < turns - 1:
                 t.tool("get_shipping_status", {"tracking": "12345"}, "No shipment found for 12345.", soft_failure=True)
@@ -267,7 +280,8 @@ def unpriced() -> list[SpanRecord]:
 
 
 SCENARIOS: dict[str, Callable[[], list[SpanRecord]]] = {
-    fn.__name__: fn for fn in (five_turn_run, cache_pair, long_tail, budget_warn, retry_and_loop, openai_style, unpriced)
+    fn.__name__: fn
+    for fn in (five_turn_run, cache_pair, long_tail, budget_warn, retry_and_loop, openai_style, unpriced)
 }
 
 
@@ -280,7 +294,10 @@ def write_samples(folder: Path | str) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, scenario in SCENARIOS.items():
-        doc = {"_generated": f"by `turnledger samples` from collector/samples.py ({name}); do not edit", **encode_json(scenario())}
+        doc = {
+            "_generated": f"by `turnledger samples` from collector/samples.py ({name}); do not edit",
+            **encode_json(scenario()),
+        }
         path = folder / f"{name}.json"
         path.write_text(json.dumps(doc, indent=1) + "\n")
         written.append(path)

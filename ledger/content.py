@@ -79,7 +79,9 @@ def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) ->
         return None
     envelope, system, tools, node = json.loads(row[0]), row[1], row[2], row[3]
     wanted = [h for h in (system, tools) if h]
-    bodies = dict(con.execute("SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))", [wanted]).fetchall())
+    bodies = dict(
+        con.execute("SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))", [wanted]).fetchall()
+    )
     messages: list[Any] = []
     if node:
         chain = con.execute(

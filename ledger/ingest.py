@@ -12,8 +12,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from decimal import Decimal
+from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
@@ -21,7 +20,7 @@ import pyarrow as pa
 
 from . import conventions as c
 from .content import ContextRows
-from .normalize import model_call, tenant_of
+from .normalize import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, captured_payload, model_call, tenant_of
 from .pricing import PriceBook
 from .redact import redact
 from .spans import SpanRecord
@@ -36,8 +35,6 @@ _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 _USD_TYPE = pa.decimal128(38, 12)
 _TS = pa.timestamp("ns")
 _OPENINFERENCE_KIND = "openinference.span.kind"
-_OI_MESSAGE = re.compile(r"^llm\.input_messages\.(\d+)\.message\.(role|content)$")
-_CONTENT_ATTRIBUTES = (c.REQUEST_BODY, c.INPUT_MESSAGES, c.SYSTEM_INSTRUCTIONS, c.TOOL_DEFINITIONS)
 
 
 @dataclass
@@ -68,43 +65,10 @@ def _problem(span: SpanRecord) -> str | None:
     return None
 
 
-def _json_value(raw: Any) -> Any:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError:
-            return raw
-    return raw
-
-
-def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
-    """The request payload a span carries: ours verbatim, or rebuilt from GenAI/OpenInference content."""
-    a = span.attributes
-    if c.REQUEST_BODY in a:
-        body = _json_value(a[c.REQUEST_BODY])
-        return body if isinstance(body, dict) else {"body": body}
-    payload: dict[str, Any] = {}
-    if c.SYSTEM_INSTRUCTIONS in a:
-        payload["system"] = _json_value(a[c.SYSTEM_INSTRUCTIONS])
-    if c.TOOL_DEFINITIONS in a:
-        payload["tools"] = _json_value(a[c.TOOL_DEFINITIONS])
-    if c.INPUT_MESSAGES in a:
-        payload["messages"] = _json_value(a[c.INPUT_MESSAGES])
-    else:
-        found: dict[int, dict[str, Any]] = {}
-        for key, value in a.items():
-            m = _OI_MESSAGE.match(key)
-            if m:
-                found.setdefault(int(m.group(1)), {})[m.group(2)] = value
-        if found:
-            payload["messages"] = [found[i] for i in sorted(found)]
-    return payload or None
-
-
 def _stored_attributes(span: SpanRecord) -> dict[str, Any]:
     out = {}
     for key, value in span.attributes.items():
-        if key in _CONTENT_ATTRIBUTES or _OI_MESSAGE.match(key):
+        if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key):
             continue  # lives in the content store
         if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_CHARS:
             value = f"{value[:MAX_ATTRIBUTE_CHARS]}…[truncated, {len(value)} chars]"
@@ -134,7 +98,7 @@ class _Batch:
         self.events: dict[str, list[Any]] = {}
         self.contexts = ContextRows()
         self.unpriced: set[str] = set()
-        self.now = datetime.now(timezone.utc).replace(tzinfo=None)
+        self.now = datetime.now(UTC).replace(tzinfo=None)
 
     @staticmethod
     def _append(table: dict[str, list[Any]], **row: Any) -> None:
@@ -164,7 +128,7 @@ class _Batch:
         call = model_call(s)
         if call is None:
             return
-        when = datetime.fromtimestamp(s.start_ns / 1e9, timezone.utc)
+        when = datetime.fromtimestamp(s.start_ns / 1e9, UTC)
         priced = self.prices.price(call.provider, call.model, call.tokens, when)
         if priced.unpriced:
             self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
@@ -249,7 +213,13 @@ def ingest(
             _insert(
                 con,
                 "message_chain",
-                pa.table({"node": list(nodes), "prev": [p for p, _ in nodes.values()], "block": [b for _, b in nodes.values()]}),
+                pa.table(
+                    {
+                        "node": list(nodes),
+                        "prev": [p for p, _ in nodes.values()],
+                        "block": [b for _, b in nodes.values()],
+                    }
+                ),
             )
             cols = ["trace_id", "span_id", "envelope", "system_block", "tools_block", "messages_node", "payload_bytes"]
             _insert(con, "contexts", pa.table({k: [r[i] for r in ctx.contexts] for i, k in enumerate(cols)}))
@@ -288,7 +258,7 @@ sp AS (
            any_value(s.tenant) FILTER (WHERE s.tenant IS NOT NULL) AS tenant,
            count(*) FILTER (WHERE s.operation = 'execute_tool') AS tool_calls,
            count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
-               OR {_attr('s', c.TOOL_SOFT_FAILURE)} = 'true')) AS soft_failures,
+               OR {_attr("s", c.TOOL_SOFT_FAILURE)} = 'true')) AS soft_failures,
            any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name
     FROM spans s JOIN t USING (trace_id) GROUP BY s.trace_id
 ),
@@ -310,15 +280,15 @@ ge AS (
 )
 SELECT
     t.trace_id, root.span_id, root.name, sp.service_name,
-    coalesce({_attr('root', c.AGENT_NAME)}, root.name, sp.service_name),
-    coalesce({_attr('root', c.AGENT_VERSION)}, json_extract_string(root.resource, '$."service.version"')),
-    {_attr('root', c.PROMPT_VERSION)}, {_attr('root', c.TOOL_SCHEMA_VERSION)},
-    coalesce(root.tenant, sp.tenant), {_attr('root', c.CONVERSATION_ID)},
-    sp.started_at, sp.ended_at, root.status_code, {_attr('root', c.ERROR_TYPE)},
-    CASE WHEN {_attr('root', c.STOP_CAUSE)} IS NOT NULL THEN {_attr('root', c.STOP_CAUSE)}
+    coalesce({_attr("root", c.AGENT_NAME)}, root.name, sp.service_name),
+    coalesce({_attr("root", c.AGENT_VERSION)}, json_extract_string(root.resource, '$."service.version"')),
+    {_attr("root", c.PROMPT_VERSION)}, {_attr("root", c.TOOL_SCHEMA_VERSION)},
+    coalesce(root.tenant, sp.tenant), {_attr("root", c.CONVERSATION_ID)},
+    sp.started_at, sp.ended_at, root.status_code, {_attr("root", c.ERROR_TYPE)},
+    CASE WHEN {_attr("root", c.STOP_CAUSE)} IS NOT NULL THEN {_attr("root", c.STOP_CAUSE)}
          WHEN root.status_code = 'ERROR' THEN 'error'
          WHEN root.span_id IS NOT NULL THEN 'completed' END,
-    {_attr('root', c.STOP_DETAIL)},
+    {_attr("root", c.STOP_DETAIL)},
     coalesce(ch.model_calls, 0), coalesce(ch.turns, 0), sp.tool_calls, sp.soft_failures,
     coalesce(ge.loop_trips, 0), coalesce(ch.retry_attempts, 0), coalesce(ch.unpriced_calls, 0),
     coalesce(ch.uncached_input_tokens, 0), coalesce(ch.cache_write_tokens, 0),

@@ -16,6 +16,8 @@ catches instrumentations we have not met yet.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +26,7 @@ from . import conventions as c
 from .pricing import TokenCounts
 from .spans import SpanRecord
 
-__all__ = ["ModelCall", "model_call", "tenant_of"]
+__all__ = ["CONTENT_ATTRIBUTES", "OPENINFERENCE_MESSAGE", "ModelCall", "captured_payload", "model_call", "tenant_of"]
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 INCLUDES_CACHE = "includes_cache"
@@ -51,6 +53,9 @@ _LEGACY_CACHE_READ = ("gen_ai.usage.cache_read_input_tokens", "gen_ai.usage.cach
 _LEGACY_CACHE_WRITE = ("gen_ai.usage.cache_creation_input_tokens", "gen_ai.usage.cache_creation.input_tokens")
 _MODEL_KEYS = (c.RESPONSE_MODEL, c.REQUEST_MODEL, "llm.model_name", "gen_ai.response.model")
 _PROVIDER_KEYS = (c.PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system")
+# Attributes that carry captured content: moved to the content store at ingest.
+CONTENT_ATTRIBUTES = (c.REQUEST_BODY, c.INPUT_MESSAGES, c.SYSTEM_INSTRUCTIONS, c.TOOL_DEFINITIONS)
+OPENINFERENCE_MESSAGE = re.compile(r"^llm\.input_messages\.(\d+)\.message\.(role|content)$")
 _TENANT_KEYS = (c.TENANT, "tenant.id", "tenant", "enduser.tenant", "session.tenant")
 
 
@@ -148,3 +153,36 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         call_site=str(a.get(c.CALL_SITE) or "agent"),
         finish_reason=str(finish),
     )
+
+
+def _json_value(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
+    """The request payload a span carries: ours verbatim, or rebuilt from GenAI/OpenInference content."""
+    a = span.attributes
+    if c.REQUEST_BODY in a:
+        body = _json_value(a[c.REQUEST_BODY])
+        return body if isinstance(body, dict) else {"body": body}
+    payload: dict[str, Any] = {}
+    if c.SYSTEM_INSTRUCTIONS in a:
+        payload["system"] = _json_value(a[c.SYSTEM_INSTRUCTIONS])
+    if c.TOOL_DEFINITIONS in a:
+        payload["tools"] = _json_value(a[c.TOOL_DEFINITIONS])
+    if c.INPUT_MESSAGES in a:
+        payload["messages"] = _json_value(a[c.INPUT_MESSAGES])
+    else:
+        found: dict[int, dict[str, Any]] = {}
+        for key, value in a.items():
+            m = OPENINFERENCE_MESSAGE.match(key)
+            if m:
+                found.setdefault(int(m.group(1)), {})[m.group(2)] = value
+        if found:
+            payload["messages"] = [found[i] for i in sorted(found)]
+    return payload or None

@@ -13,7 +13,7 @@ import importlib.metadata
 import re
 import tomllib
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
 from importlib import resources
@@ -229,7 +229,7 @@ class PriceBook:
     def price(self, provider: str | None, model: str, tokens: TokenCounts, when: datetime | None = None) -> PricedCall:
         if not model:
             return _UNPRICED
-        day = (when or datetime.now(timezone.utc)).date()
+        day = (when or datetime.now(UTC)).date()
         found = self._lookup((provider or "").lower(), model.lower(), day)
         if found is None:
             return _UNPRICED
@@ -242,13 +242,17 @@ class PriceBook:
     def _resolve(self, provider: str, model: str, day: date) -> tuple[ModelPrice, str, str] | None:
         bare = _DATE_SUFFIX.sub("", model)
         for o in reversed(self.overrides):
-            if o.name in (model, bare) and o.effective_from <= day and (not o.provider or not provider or o.provider == provider):
+            if (
+                o.name in (model, bare)
+                and o.effective_from <= day
+                and (not o.provider or not provider or o.provider == provider)
+            ):
                 return o.prices, "override", f"{o.origin}@{o.effective_from.isoformat()}"
         if not self.use_database:
             return None
         snapshot = data_snapshot.get_snapshot()
         provider_id = _PROVIDER_IDS.get(provider, provider) or None
-        when = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+        when = datetime(day.year, day.month, day.day, tzinfo=UTC)
         for pid in (provider_id, None) if provider_id else (None,):
             try:
                 _, info = snapshot.find_provider_model(model, None, pid, None)

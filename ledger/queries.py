@@ -26,9 +26,9 @@ import pandas as pd
 from . import conventions as c
 
 __all__ = [
-    "QUERIES",
     "CACHE_HEALTHY",
     "CACHE_WEAK",
+    "QUERIES",
     "Filters",
     "Query",
     "cache_hit_rate",
@@ -346,7 +346,7 @@ def run_spans(trace_id: str) -> Query:
         f"""SELECT s.span_id, s.parent_span_id, s.name, s.operation, s.kind, s.start_time, s.end_time,
        epoch_ms(s.end_time) - epoch_ms(s.start_time) AS duration_ms, s.status_code, s.status_message,
        s.attributes, s.events, c.model, c.attempt, c.uncached_input_tokens, c.cache_write_tokens,
-       c.cache_read_tokens, c.output_tokens, {USD.replace('usd_', 'c.usd_')} AS usd
+       c.cache_read_tokens, c.output_tokens, {USD.replace("usd_", "c.usd_")} AS usd
 FROM spans s LEFT JOIN charges c USING (trace_id, span_id)
 WHERE s.trace_id = ? ORDER BY s.start_time, s.span_id""",
         [trace_id],
@@ -362,7 +362,7 @@ def records(con: duckdb.DuckDBPyConnection, query: Query) -> list[dict[str, Any]
     """Execute for reports: a list of dicts with exact Decimal USD."""
     cur = con.execute(query.sql, query.params)
     names = [d[0] for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 # The named-query registry: name -> builder. Builders take Filters and/or plain

@@ -92,12 +92,16 @@ def format_report(r: dict[str, Any]) -> str:
         f"   cost per successful run {_usd(r['cost_per_successful_run'])}",
         f"cost per run   median {_usd(c['median'])}   p95 {_usd(c['p95'])}   p99 {_usd(c['p99'])}   max {_usd(c['max'])}",
         f"cache hit rate {_pct(r['cache']['hit_rate'])} ({r['cache']['verdict']})",
-        "where the money went   " + "   ".join(f"{k.removeprefix('share_')} {_pct(v)}" for k, v in r["where_the_money_went"].items()),
+        "where the money went   "
+        + "   ".join(f"{k.removeprefix('share_')} {_pct(v)}" for k, v in r["where_the_money_went"].items()),
         f"retries  {r['retries']['attempts']} attempts, {_usd(r['retries']['usd'])} ({_pct(r['retries']['share_of_spend'])} of spend)",
         f"loop-detector trips  {r['loop_trips']['trips']}",
         "",
         "stop causes",
-        *(f"  {s['stop_cause']:<16} {s['runs']:>6} runs  {_pct(s['share']):>6}  {_usd(s['usd'])}" for s in r["stop_causes"]),
+        *(
+            f"  {s['stop_cause']:<16} {s['runs']:>6} runs  {_pct(s['share']):>6}  {_usd(s['usd'])}"
+            for s in r["stop_causes"]
+        ),
         "",
         "per model (uncached input / output / cache write / cache read)",
         *(
@@ -108,7 +112,10 @@ def format_report(r: dict[str, Any]) -> str:
         ),
         "",
         "per call site",
-        *(f"  {s['call_site']:<24} {s['calls']:>6} calls  {_usd(s['usd_total']):>12}  {_pct(s['share'])}" for s in r["call_sites"]),
+        *(
+            f"  {s['call_site']:<24} {s['calls']:>6} calls  {_usd(s['usd_total']):>12}  {_pct(s['share'])}"
+            for s in r["call_sites"]
+        ),
         "",
         f"most expensive runs (top {len(r['long_tail'])})",
         *(
