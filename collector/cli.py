@@ -26,7 +26,20 @@ from ledger.store import open_ledger
 
 from .otlp import read_file
 
-__all__ = ["main"]
+__all__ = [
+    "add_context",
+    "add_ingest",
+    "add_report",
+    "add_samples",
+    "cmd_context",
+    "cmd_ingest",
+    "cmd_report",
+    "cmd_samples",
+    "expand_paths",
+    "main",
+    "parser",
+    "resolve_trace",
+]
 
 OTLP_SUFFIXES = {".json", ".jsonl", ".pb", ".bin", ".protobuf", ".gz"}
 

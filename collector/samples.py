@@ -30,7 +30,19 @@ from ledger.spans import SpanEvent, SpanRecord
 
 from .otlp import encode_json
 
-__all__ = ["SCENARIOS", "build", "write_samples"]
+__all__ = [
+    "SCENARIOS",
+    "Trace",
+    "budget_warn",
+    "build",
+    "cache_pair",
+    "five_turn_run",
+    "long_tail",
+    "openai_style",
+    "retry_and_loop",
+    "unpriced",
+    "write_samples",
+]
 
 T0 = 1_790_000_000_000_000_000  # 2026-09-21T14:13:20Z, fixed so files are reproducible
 MS = 1_000_000

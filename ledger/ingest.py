@@ -25,7 +25,7 @@ from .pricing import PriceBook
 from .redact import redact
 from .spans import SpanRecord
 
-__all__ = ["MAX_ATTRIBUTE_CHARS", "IngestReport", "ingest"]
+__all__ = ["MAX_ATTRIBUTE_CHARS", "IngestReport", "ingest", "refresh_runs"]
 
 # Attribute values longer than this are cut (the original length is noted in
 # the value). Captured request payloads are exempt: they go to the content store.

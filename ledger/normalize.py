@@ -26,7 +26,7 @@ from . import conventions as c
 from .pricing import TokenCounts
 from .spans import SpanRecord
 
-__all__ = ["CONTENT_ATTRIBUTES", "OPENINFERENCE_MESSAGE", "ModelCall", "captured_payload", "model_call", "tenant_of"]
+__all__ = ["CONTENT_ATTRIBUTES", "OPENINFERENCE_MESSAGE", "ModelCall", "captured_payload", "is_model_call", "model_call", "tenant_of"]
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 INCLUDES_CACHE = "includes_cache"

@@ -31,6 +31,7 @@ __all__ = [
     "PriceBook",
     "PricedCall",
     "TokenCounts",
+    "load_price_file",
 ]
 
 # Anthropic's prompt-cache multipliers of the input price (seeds, DESIGN.md).

@@ -1,0 +1,96 @@
+"""Captured contexts: exact reproduction, redaction at the door, linear storage."""
+
+from __future__ import annotations
+
+import json
+
+from collector.samples import SYSTEM, TOOLS, Trace
+from ledger.content import load_context
+from ledger.ingest import ingest
+from ledger.store import open_ledger
+
+
+def _long_run(key: str, turns: int) -> tuple[list, list[dict]]:
+    """A run of `turns` model calls; each call re-sends the whole history plus one exchange."""
+    t = Trace(key)
+    messages = [{"role": "user", "content": "Summarise every open ticket for acme."}]
+    payloads = []
+    for i in range(turns):
+        payload = {"model": "claude-opus-5", "max_tokens": 4096, "system": SYSTEM, "tools": TOOLS,
+                   "messages": [dict(m) for m in messages], "temperature": 0}  # fmt: skip
+        payloads.append(payload)
+        t.chat("claude-opus-5", (50, 0, 1000 + 300 * i, 120), payload=payload)
+        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": "search_docs", "input": {"q": f"ticket page {i}"}}]})  # fmt: skip
+        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"ticket {i}: " + "details " * 60}]})  # fmt: skip
+    return t.finish("completed"), payloads
+
+
+def test_context_is_reproduced_equal_as_json_value(ledger):
+    spans, payloads = _long_run("exact", 6)
+    ingest(ledger, spans)
+    chats = [s for s in spans if s.name.startswith("chat")]
+    for span, sent in zip(chats, payloads, strict=True):
+        got = load_context(ledger, span.trace_id, span.span_id)
+        assert got == sent
+        assert list(got) == list(sent)  # key order kept too: an ordering change is a cache invalidator
+
+
+def test_no_context_when_capture_was_off(ledger, load):
+    load("long_tail")
+    span_id = ledger.execute("SELECT span_id, trace_id FROM charges LIMIT 1").fetchone()
+    assert load_context(ledger, span_id[1], span_id[0]) is None
+
+
+def _stored_bytes(con) -> tuple[int, int]:
+    stored = con.execute(
+        """SELECT (SELECT coalesce(sum(strlen(body) + strlen(hash)), 0) FROM content_blocks)
+                + (SELECT coalesce(sum(strlen(node) + coalesce(strlen(prev), 0) + strlen(block)), 0) FROM message_chain)
+                + (SELECT coalesce(sum(strlen(envelope) + 96), 0) FROM contexts)"""
+    ).fetchone()[0]
+    naive = con.execute("SELECT sum(payload_bytes) FROM contexts").fetchone()[0]
+    return int(stored), int(naive)
+
+
+def test_context_storage_grows_linearly_with_turns(tmp_path):
+    sizes = {}
+    for turns in (20, 40):
+        con = open_ledger(tmp_path / f"{turns}.duckdb")
+        ingest(con, _long_run(f"growth-{turns}", turns)[0])
+        sizes[turns] = _stored_bytes(con)
+        con.close()
+    stored20, naive20 = sizes[20]
+    stored40, naive40 = sizes[40]
+    # Full histories grow ~quadratically (x4 for x2 turns); the store grows ~linearly (x2).
+    assert naive40 / naive20 > 3.5
+    assert stored40 / stored20 < 2.2
+    assert stored40 < naive40 / 10
+
+
+def test_secrets_in_captured_payloads_never_reach_the_database(ledger, db_path):
+    t = Trace("secrets")
+    payload = {
+        "model": "claude-opus-5",
+        "system": "key sk-ant-api03-SECRETSECRETSECRET123 for ops",
+        "messages": [
+            {"role": "user", "content": "Email jane.doe@example.com, card 4111 1111 1111 1111"},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "t1",
+                        "name": "charge",
+                        "input": {"card_number": "4242424242424242", "note": "x"},
+                    }
+                ],
+            },  # fmt: skip
+        ],
+    }
+    t.chat("claude-opus-5", (10, 0, 0, 5), payload=payload)
+    ingest(ledger, t.finish("completed"))
+    ledger.execute("CHECKPOINT")
+    raw = db_path.read_bytes()
+    dumped = json.dumps(ledger.execute("SELECT * FROM content_blocks").fetchall())
+    for secret in ("sk-ant-api03-SECRET", "jane.doe@example.com", "4111 1111 1111 1111", "4242424242424242"):
+        assert secret not in dumped
+        assert secret.encode() not in raw

@@ -1,0 +1,141 @@
+"""Ingest: idempotency, per-span rejection, unpriced flagging, atomicity, limits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from collector.otlp import read_file
+from collector.samples import Trace, build
+from ledger import conventions as c
+from ledger import ingest as ingest_module
+from ledger import queries as q
+from ledger.ingest import MAX_ATTRIBUTE_CHARS, ingest
+from ledger.schema import MIGRATIONS, migrate, schema_version
+
+TABLES = ("spans", "charges", "guard_events", "runs", "content_blocks", "message_chain", "contexts")
+
+
+def _counts(con):
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+
+
+def _totals(con):
+    return con.execute(
+        "SELECT sum(usd_input), sum(usd_output), sum(usd_cache_write), sum(usd_cache_read) FROM charges"
+    ).fetchone()
+
+
+def test_same_batch_twice_changes_nothing(ledger, load):
+    load("five_turn_run", "retry_and_loop")
+    before_counts, before_totals = _counts(ledger), _totals(ledger)
+    report = ingest(ledger, read_file("sample_traces/five_turn_run.json"))
+    assert report.spans_written == 0 and report.charges_written == 0
+    assert report.duplicates == report.received == 9
+    assert _counts(ledger) == before_counts
+    assert _totals(ledger) == before_totals
+
+
+def test_duplicates_inside_one_batch_charge_once(ledger):
+    spans = build("budget_warn")
+    report = ingest(ledger, spans + spans)
+    assert report.spans_written == len(spans)
+    assert ledger.execute("SELECT count(*) FROM charges").fetchone()[0] == 1
+
+
+def test_children_before_root_still_make_a_complete_run(ledger):
+    spans = build("five_turn_run")
+    root = [s for s in spans if not s.parent_span_id]
+    children = [s for s in spans if s.parent_span_id]
+    ingest(ledger, children)  # exporters flush children first: the root ends last
+    run = q.records(ledger, q.runs_table())[0]
+    assert run["stop_cause"] is None and run["turns"] == 5
+    ingest(ledger, root)
+    run = q.records(ledger, q.runs_table())[0]
+    assert run["stop_cause"] == "completed" and run["agent_name"] == "support-agent" and run["tool_calls"] == 3
+
+
+def test_bad_span_is_rejected_and_the_rest_land(ledger):
+    spans = build("budget_warn")
+    bad = dataclasses.replace(spans[0], span_id="nothex", trace_id=spans[0].trace_id)
+    backwards = dataclasses.replace(spans[0], span_id="ab" * 8, end_ns=spans[0].start_ns - 1)
+    report = ingest(ledger, [bad, backwards, *spans])
+    assert len(report.rejected) == 2
+    assert "span_id 'nothex'" in report.rejected[0]
+    assert "bad times" in report.rejected[1]
+    assert report.spans_written == len(spans)
+
+
+def test_unknown_model_is_flagged_unpriced_never_silently_free(ledger, load):
+    load("unpriced")
+    row = ledger.execute("SELECT unpriced, price_source, model FROM charges").fetchone()
+    assert row == (True, "unpriced", "mystery-model-1")
+    listed = q.records(ledger, q.unpriced_models())
+    assert [(u["provider"], u["model"], u["calls"]) for u in listed] == [("someprovider", "mystery-model-1", 1)]
+    assert q.records(ledger, q.guard_summary())[0]["unpriced_calls"] == 1
+
+
+def test_price_source_and_version_stored_per_charge(ledger, load):
+    load("five_turn_run", "openai_style")
+    sources = dict(
+        ledger.execute("SELECT DISTINCT model, price_source || ' ' || price_version FROM charges").fetchall()
+    )
+    assert sources["claude-opus-5"] == "override prices.toml@2026-01-01"
+    assert sources["gpt-4o"].startswith("genai-prices ")
+
+
+def test_a_crash_mid_ingest_writes_nothing(ledger, monkeypatch):
+    def boom(con, trace_ids):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(ingest_module, "refresh_runs", boom)
+    with pytest.raises(RuntimeError, match="disk full"):
+        ingest(ledger, build("five_turn_run"))
+    assert set(_counts(ledger).values()) == {0}
+
+
+def test_huge_attribute_is_truncated_with_its_length(ledger):
+    t = Trace("huge")
+    t.tool("dump", {}, "x")
+    spans = t.finish("completed")
+    huge = "y" * (MAX_ATTRIBUTE_CHARS * 4)
+    spans[0] = dataclasses.replace(spans[0], attributes={**spans[0].attributes, "tool.output": huge})
+    ingest(ledger, spans)
+    stored = ledger.execute(
+        "SELECT json_extract_string(attributes, '$.\"tool.output\"') FROM spans WHERE span_id = ?", [spans[0].span_id]
+    ).fetchone()[0]
+    assert len(stored) < MAX_ATTRIBUTE_CHARS + 100
+    assert stored.endswith(f"[truncated, {len(huge)} chars]")
+
+
+def test_retry_attempts_are_separate_charges(ledger, load):
+    load("retry_and_loop")
+    attempts = ledger.execute(
+        "SELECT attempt, retry_cause, status_code FROM charges WHERE call_id = "
+        "(SELECT call_id FROM charges WHERE attempt = 2) ORDER BY attempt"
+    ).fetchall()
+    assert attempts == [(1, "429", "ERROR"), (2, "429", "UNSET")]
+    retries = q.records(ledger, q.retry_charges())
+    assert [(r["cause"], r["attempts"]) for r in retries] == [("429", 1)]
+    trips = {(r["shape"], r["action"]): r["trips"] for r in q.records(ledger, q.loop_trips())}
+    assert trips == {("repeat", "nudge"): 1, ("repeat", "halt"): 1}
+    assert ledger.execute(f"SELECT count(*) FROM guard_events WHERE name = '{c.EVENT_RETRY}'").fetchone()[0] == 1
+
+
+def test_migrations_are_recorded_and_safe_to_rerun(ledger):
+    assert schema_version(ledger) == MIGRATIONS[-1][0]
+    assert migrate(ledger) == MIGRATIONS[-1][0]
+    assert ledger.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(MIGRATIONS)
+
+
+def test_filters_narrow_every_figure(ledger, load):
+    load("long_tail", "five_turn_run")
+    only_acme = q.records(ledger, q.cost_per_run(q.Filters(tenant="acme")))[0]
+    assert only_acme["runs"] == 1 and round(only_acme["total_usd"], 4) == round(_five_turn_total(ledger), 4)
+    sonnet = q.records(ledger, q.cost_per_run(q.Filters(model="claude-sonnet-5")))[0]
+    assert sonnet["runs"] == 0
+
+
+def _five_turn_total(con):
+    return con.execute("SELECT usd_total FROM runs WHERE tenant = 'acme'").fetchone()[0]

@@ -1,0 +1,158 @@
+"""The `turnledger` CLI on real files: ingest, report --json, context, errors."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from collector.cli import main
+from collector.otlp import read_file
+from collector.samples import build
+from ledger.report import REPORT_SCHEMA
+from ledger.store import open_ledger
+from tests.conftest import SAMPLES
+
+
+def _ingest_samples(db, capsys, *names):
+    args = [str(SAMPLES / f"{n}.json") for n in names] or [str(SAMPLES)]
+    assert main(["ingest", *args, "--db", str(db)]) == 0
+    capsys.readouterr()
+
+
+def test_ingest_folder_then_report_json_has_the_documented_schema(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    _ingest_samples(db, capsys)
+    assert main(["report", "--json", "--db", str(db)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["schema"] == REPORT_SCHEMA
+    assert set(r) >= {
+        "runs", "total_usd", "cost_per_run", "successful_runs", "cost_per_successful_run", "cache",
+        "where_the_money_went", "retries", "loop_trips", "step_cap_rate", "budget_stop_rate", "unpriced_calls",
+        "stop_causes", "models", "call_sites", "unpriced", "long_tail",
+    }  # fmt: skip
+    assert set(r["cost_per_run"]) == {"median", "p95", "p99", "max", "mean"}
+    assert r["cost_per_run"]["max"] == 9.93
+    assert r["long_tail"][0]["usd_total"] == 9.93 and r["long_tail"][0]["stop_cause"] == "max_steps"
+    assert r["loop_trips"]["trips"] == 2 and r["loop_trips"]["runs_affected"] == 1
+    assert r["retries"]["attempts"] == 1
+    assert [u["model"] for u in r["unpriced"]] == ["mystery-model-1"]
+
+
+def test_report_filters(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    _ingest_samples(db, capsys)
+    assert main(["report", "--json", "--tenant", "globex", "--db", str(db)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["runs"] == 3 and round(r["total_usd"], 4) == round(0.2585 + 0.214 + 9.93, 4)
+
+
+def test_human_report_names_unpriced_models(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    _ingest_samples(db, capsys, "unpriced", "five_turn_run")
+    assert main(["report", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "UNPRICED" in out and "someprovider/mystery-model-1" in out
+    assert "median $0.0" in out
+
+
+def test_malformed_files_are_named_and_nothing_is_written(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    folder = tmp_path / "in"
+    folder.mkdir()
+    shutil.copy(SAMPLES / "five_turn_run.json", folder / "a_good.json")
+    (folder / "b_garbage.json").write_text("{not json")
+    (folder / "c_wrong_shape.json").write_text(
+        json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"attributes": 5}]}]}]})
+    )
+    assert main(["ingest", str(folder), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "nothing was ingested" in err
+    assert "b_garbage.json: not JSON" in err
+    assert "c_wrong_shape.json" in err and "attributes must be a list" in err
+    con = open_ledger(db)
+    assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == 0
+
+
+def test_missing_path_and_empty_folder_are_clear_errors(tmp_path, capsys):
+    assert main(["ingest", str(tmp_path / "nope.json"), "--db", str(tmp_path / "l.duckdb")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    assert main(["ingest", str(tmp_path), "--db", str(tmp_path / "l.duckdb")]) == 2
+    assert "no OTLP files" in capsys.readouterr().err
+
+
+def test_report_without_a_ledger_says_how_to_make_one(tmp_path, capsys):
+    assert main(["report", "--db", str(tmp_path / "none.duckdb")]) == 2
+    assert "turnledger ingest sample_traces/" in capsys.readouterr().err
+
+
+def test_protobuf_and_gzip_files_ingest_like_json(tmp_path, capsys):
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    # Convert our OTLP/JSON (hex ids) into a protobuf message (bytes ids) the way an exporter sends it.
+    doc = json.loads((SAMPLES / "budget_warn.json").read_text())
+    doc.pop("_generated")
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in sp:
+                        sp[key] = base64.b64encode(bytes.fromhex(sp[key])).decode()
+    pb = ParseDict(doc, ExportTraceServiceRequest()).SerializeToString()
+    (tmp_path / "batch.pb").write_bytes(pb)
+    (tmp_path / "batch.json.gz").write_bytes(gzip.compress((SAMPLES / "budget_warn.json").read_bytes()))
+    assert read_file(tmp_path / "batch.pb") == read_file(SAMPLES / "budget_warn.json")
+    db = tmp_path / "l.duckdb"
+    assert main(["ingest", str(tmp_path / "batch.pb"), str(tmp_path / "batch.json.gz"), "--db", str(db)]) == 0
+    assert "2 already in the ledger" in capsys.readouterr().err  # the same spans twice: charged once
+    con = open_ledger(db)
+    assert con.execute("SELECT count(*) FROM charges").fetchone()[0] == 1
+
+
+def test_context_prints_the_exact_captured_payload(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    _ingest_samples(db, capsys, "five_turn_run")
+    spans = build("five_turn_run")
+    trace_id = spans[0].trace_id
+    chats = [s for s in spans if s.name.startswith("chat")]
+    sent = json.loads(chats[2].attributes["turnledger.request.body"])
+    assert main(["context", trace_id[:10], "--turn", "3", "--db", str(db)]) == 0
+    assert json.loads(capsys.readouterr().out) == sent
+    assert main(["context", trace_id, "--db", str(db)]) == 0
+    listing = capsys.readouterr().out
+    assert "turn 1: claude-opus-5" in listing and "$0.0427" in listing
+
+
+def test_context_errors_are_actionable(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    _ingest_samples(db, capsys, "long_tail", "five_turn_run")
+    a93 = build("long_tail")[-1].trace_id
+    assert main(["context", a93, "--turn", "1", "--db", str(db)]) == 2
+    assert "content capture was off" in capsys.readouterr().err
+    assert main(["context", a93, "--turn", "99", "--db", str(db)]) == 2
+    assert "has turns 1..40" in capsys.readouterr().err
+    assert main(["context", "ffffffffff", "--db", str(db)]) == 2
+    assert "no run with trace id" in capsys.readouterr().err
+
+
+def test_console_script_exits_non_zero_on_error(tmp_path):
+    exe = shutil.which("turnledger", path=str(__import__("pathlib").Path(sys.executable).parent))
+    assert exe, "the console script is installed with the package"
+    ok = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "ingest" in ok.stdout
+    bad = subprocess.run([exe, "report", "--db", str(tmp_path / "x.duckdb")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("command", ["ingest", "report", "context", "samples"])
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: turnledger" in capsys.readouterr().out
