@@ -210,8 +210,8 @@ PLUGINS = {
     "up": ("collector.server.cli", "start the collector and the dashboard together"),
     "dashboard": ("dashboard.cli", "open the Streamlit dashboard"),
     "simulate": ("collector.harness.cli", "drive the harness with scripted models over a realistic workload"),
-    "budget": ("ledger.budgets_cli", "add, list, show and remove budget rules"),
-    "alerts": ("ledger.budgets_cli", "list alert events and their deliveries"),
+    "budget": ("ledger.budgets.cli", "add, list, show and remove budget rules"),
+    "alerts": ("ledger.budgets.cli", "list alert events and their deliveries"),
 }
 
 
