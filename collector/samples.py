@@ -121,7 +121,7 @@ class Trace:
 
     def tool(self, name: str, args: dict[str, Any], result: str, *, duration_ms: float = 200, at: int | None = None,
              soft_failure: bool = False, events: tuple[SpanEvent, ...] = ()) -> SpanRecord:  # fmt: skip
-        attrs = {
+        attrs: dict[str, Any] = {
             c.OPERATION_NAME: "execute_tool", c.TOOL_NAME: name,
             "gen_ai.tool.call.arguments": json.dumps(args), "gen_ai.tool.call.result": result[:500],
         }  # fmt: skip

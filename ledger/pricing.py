@@ -18,6 +18,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from genai_prices import data_snapshot
 from genai_prices.types import ModelPrice, Tier, TieredPrices, calc_unit_price
@@ -133,7 +134,7 @@ def _decimal(value: object, where: str) -> Decimal:
     return d
 
 
-def _term(entry: dict[str, object], key: str, base: Decimal | None, where: str) -> Decimal | TieredPrices | None:
+def _term(entry: dict[str, Any], key: str, base: Decimal | None, where: str) -> Decimal | TieredPrices | None:
     """One price term with its tiers (cliff tiers on total input tokens, as genai-prices)."""
     if base is None:
         return None
