@@ -151,57 +151,64 @@ class Trace:
         return [*self.spans, root]
 
 
+_ARTIFACT = "/tmp/agent-artifacts/search_docs-9c1f4ab2.txt"
+
+
+def _text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}]
+
+
+def _result(tool_use_id: str, content: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+
+
+def _use(tool_use_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_use_id, "name": name, "input": args}
+
+
 def five_turn_run() -> list[SpanRecord]:
-    """Seed 000 'Walk one request through it': five turns on claude-opus-5."""
+    """Seed 000 'Walk one request through it': five turns on claude-opus-5.
+
+    Turn 2 asks for two tools in one assistant message (run concurrently, the big
+    search result offloaded); turn 3 reads the artifact; turn 4's answer fails the
+    goal predicate (an uncited claim) and gets a note; turn 5 passes.
+    """
     t = Trace("five-turn-run")
-    turns = [
-        (20, 6_100, 0, 180),
-        (0, 1_300, 6_100, 150),
-        (0, 900, 7_400, 120),
-        (0, 700, 8_300, 260),
-        (40, 400, 9_000, 300),
-    ]
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "how do I rotate an API key"}]
-    replies: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = [
-        ([{"type": "tool_use", "id": "toolu_1", "name": "search_docs", "input": {"q": "rotate API key"}},
-          {"type": "tool_use", "id": "toolu_2", "name": "get_account", "input": {}}],
-         [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "[offloaded] search_docs returned 346 lines / 38059 chars -> /tmp/agent-artifacts/search_docs-9c1f4ab2.txt"},
-          {"type": "tool_result", "tool_use_id": "toolu_2", "content": "{\"plan\": \"team\", \"keys\": 2}"}]),
-        ([{"type": "tool_use", "id": "toolu_3", "name": "read_artifact", "input": {"path": "/tmp/agent-artifacts/search_docs-9c1f4ab2.txt", "offset": 0, "limit": 40}}],
-         [{"type": "tool_result", "tool_use_id": "toolu_3", "content": "[lines 0-40 of 346] rotate from Settings > API keys; the old key stays valid for 24 hours."}]),
-        ([{"type": "text", "text": "Claim 1: rotate from Settings > API keys [src:/tmp/agent-artifacts/search_docs-9c1f4ab2.txt]\nClaim 2: the old key stays valid for 24 hours."}],
-         [{"type": "text", "text": "Claim 2 has no citation. Cite or remove it."}]),
-        ([{"type": "text", "text": "Claim 1: rotate from Settings > API keys [src:/tmp/agent-artifacts/search_docs-9c1f4ab2.txt]\nClaim 2: the old key stays valid for 24 hours [src:/tmp/agent-artifacts/search_docs-9c1f4ab2.txt]"}],
-         None),
-        ([], None),
+    search_args = {"q": "rotate API key"}
+    read_args = {"path": _ARTIFACT, "offset": 0, "limit": 40}
+    cited = f"Claim 1: rotate from Settings > API keys [src:{_ARTIFACT}]"
+    # (usage as (uncached_in, cache_write, cache_read, out), finish reason, assistant content, next user content)
+    turns: list[tuple[tuple[int, int, int, int], str, list[dict[str, Any]], list[dict[str, Any]] | None]] = [
+        ((20, 6_100, 0, 180), "end_turn", _text("Let me look that up."), _text("Go ahead.")),
+        ((0, 1_300, 6_100, 150), "tool_use",
+         [_use("toolu_1", "search_docs", search_args), _use("toolu_2", "get_account", {})],
+         [_result("toolu_1", f"[offloaded] search_docs returned 346 lines / 38059 chars -> {_ARTIFACT}"),
+          _result("toolu_2", '{"plan": "team", "keys": 2}')]),
+        ((0, 900, 7_400, 120), "tool_use", [_use("toolu_3", "read_artifact", read_args)],
+         [_result("toolu_3", "[lines 0-40 of 346] rotate from Settings > API keys; the old key stays valid for 24 hours.")]),
+        ((0, 700, 8_300, 260), "end_turn", _text(f"{cited}\nClaim 2: the old key stays valid for 24 hours."),
+         _text("Claim 2 has no citation. Cite or remove it.")),
+        ((40, 400, 9_000, 300), "end_turn",
+         _text(f"{cited}\nClaim 2: the old key stays valid for 24 hours [src:{_ARTIFACT}]"), None),
     ]  # fmt: skip
-    finish = ["end_turn", "tool_use", "tool_use", "end_turn", "end_turn"]
-    # Turn 1 is a plan-only reply in the seed; the tool calls arrive on turn 2.
-    replies = [
-        ([{"type": "text", "text": "Let me look that up."}], [{"type": "text", "text": "Go ahead."}]),
-        *replies[:4],
-    ]
-    finish = ["end_turn", "tool_use", "tool_use", "end_turn", "end_turn"]
-    for i, usage in enumerate(turns):
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "how do I rotate an API key"}]
+    for i, (usage, finish, assistant, follow_up) in enumerate(turns):
         payload = {
             "model": "claude-opus-5", "max_tokens": 8192,
             "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
             "tools": TOOLS, "messages": [dict(m) for m in messages],
         }  # fmt: skip
-        t.chat("claude-opus-5", usage, payload=payload, finish=finish[i])
-        assistant, follow_up = replies[i]
+        t.chat("claude-opus-5", usage, payload=payload, finish=finish)
         messages.append({"role": "assistant", "content": assistant})
-        if i == 1:  # two tools emitted in ONE assistant turn, run concurrently
+        if i == 1:  # both tools start together: wall time is the slower one
             at = t.clock
-            t.tool("search_docs", {"q": "rotate API key"}, "38,059 chars", duration_ms=180, at=at,
-                   events=(SpanEvent(c.EVENT_OFFLOAD, at + 180 * MS, {"tool": "search_docs", "chars": 38_059, "pointer_chars": 1_573}),))  # fmt: skip
+            offload = SpanEvent(
+                c.EVENT_OFFLOAD, at + 180 * MS, {"tool": "search_docs", "chars": 38_059, "pointer_chars": 1_573}
+            )
+            t.tool("search_docs", search_args, "38,059 chars", duration_ms=180, at=at, events=(offload,))
             t.tool("get_account", {}, '{"plan": "team", "keys": 2}', duration_ms=240, at=at)
         if i == 2:
-            t.tool(
-                "read_artifact",
-                {"path": "/tmp/agent-artifacts/search_docs-9c1f4ab2.txt", "offset": 0, "limit": 40},
-                "[lines 0-40 of 346]",
-            )
+            t.tool("read_artifact", read_args, "[lines 0-40 of 346]")
         if follow_up is not None:
             messages.append({"role": "user", "content": follow_up})
     return t.finish("completed")
