@@ -1,25 +1,31 @@
 """Content-addressed storage of captured request payloads.
 
 A payload (``{"model", "system", "tools", "messages", ...}``) is split into
-blocks stored once by hash: the system prompt, the tool list, and each message.
-A turn's message list is a chain of nodes, ``node = H(prev_node, message)``, so
-turn N+1 adds only the nodes for its new messages and the store grows with the
-number of distinct messages, not with turns × history. Reassembly walks the
-chain back and yields a value equal (as JSON) to what was sent.
+blocks stored once by hash: the system prompt, the tool list and each message.
+A turn's message list is a chain of nodes, ``node = H(prev_node, message)``,
+kept per trace: turn N+1 adds only the nodes of its new messages, so the store
+grows with the number of distinct messages, not with turns x history.
+Reassembly reads the run's nodes, walks back from the turn's tail and yields a
+value equal (as JSON, key order included) to what was sent.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import duckdb
 
-__all__ = ["ContextRows", "load_context", "split_payload"]
+from .redact import redact
+
+__all__ = ["ContextRows", "load_context"]
 
 _SPLIT_KEYS = ("system", "tools", "messages")
+_ROOT = "root"
 
 
 def _dumps(value: Any) -> str:
@@ -32,41 +38,52 @@ def _hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
+@lru_cache(maxsize=16_384)
+def _redacted(raw: str) -> str:
+    """Redact one block's JSON text. Cached: every turn re-sends the same history,
+    and redacting it again each turn would make ingest quadratic in turns."""
+    return _dumps(redact(json.loads(raw)))
+
+
 @dataclass
 class ContextRows:
-    """Rows one or more payloads add to the content tables (duplicates are fine)."""
+    """Rows that payloads add to the content tables (duplicates are fine: INSERT OR IGNORE)."""
 
+    redact_blocks: bool = True
     blocks: dict[str, str] = field(default_factory=dict)  # hash -> body
-    nodes: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # node -> (prev, block)
+    nodes: dict[tuple[str, str], tuple[str | None, str]] = field(default_factory=dict)  # (trace, node) -> (prev, block)
     contexts: list[tuple[str, str, str, str | None, str | None, str | None, int]] = field(default_factory=list)
 
     def _block(self, value: Any) -> str:
         body = _dumps(value)
+        if self.redact_blocks:
+            body = _redacted(body)
         h = _hash(body)
         self.blocks.setdefault(h, body)
         return h
 
     def add(self, trace_id: str, span_id: str, payload: dict[str, Any]) -> None:
-        envelope = {"order": list(payload), "fields": {k: v for k, v in payload.items() if k not in _SPLIT_KEYS}}
+        fields = {k: v for k, v in payload.items() if k not in _SPLIT_KEYS}
+        envelope = {"order": list(payload), "fields": redact(fields) if self.redact_blocks else fields}
         system = self._block(payload["system"]) if "system" in payload else None
         tools = self._block(payload["tools"]) if "tools" in payload else None
         node: str | None = None
         if "messages" in payload:
-            node = _hash("root")
-            self.nodes.setdefault(node, (None, self._block(None)))
+            node = _ROOT
             for message in payload["messages"]:
                 block = self._block(message)
                 nxt = _hash(node + block)
-                self.nodes.setdefault(nxt, (node, block))
+                self.nodes.setdefault((trace_id, nxt), (node, block))
                 node = nxt
         size = len(_dumps(payload).encode())
         self.contexts.append((trace_id, span_id, _dumps(envelope), system, tools, node, size))
 
 
-def split_payload(trace_id: str, span_id: str, payload: dict[str, Any]) -> ContextRows:
-    rows = ContextRows()
-    rows.add(trace_id, span_id, payload)
-    return rows
+def _bodies(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> dict[str, Any]:
+    if not hashes:
+        return {}
+    rows = con.execute("SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))", [hashes]).fetchall()
+    return {h: json.loads(body) for h, body in rows}
 
 
 def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> dict[str, Any] | None:
@@ -77,31 +94,25 @@ def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) ->
     ).fetchone()
     if row is None:
         return None
-    envelope, system, tools, node = json.loads(row[0]), row[1], row[2], row[3]
-    wanted = [h for h in (system, tools) if h]
-    bodies = dict(
-        con.execute("SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))", [wanted]).fetchall()
-    )
-    messages: list[Any] = []
-    if node:
-        chain = con.execute(
-            """
-            WITH RECURSIVE chain(node, prev, block, depth) AS (
-                SELECT node, prev, block, 0 FROM message_chain WHERE node = ?
-                UNION ALL
-                SELECT m.node, m.prev, m.block, c.depth + 1
-                FROM message_chain m JOIN chain c ON m.node = c.prev
-            )
-            SELECT b.body FROM chain c JOIN content_blocks b ON b.hash = c.block
-            WHERE c.prev IS NOT NULL ORDER BY c.depth DESC
-            """,
-            [node],
-        ).fetchall()
-        messages = [json.loads(body) for (body,) in chain]
-    parts = {
-        "system": json.loads(bodies[system]) if system else None,
-        "tools": json.loads(bodies[tools]) if tools else None,
-        "messages": messages,
+    envelope, system, tools, tail = json.loads(row[0]), row[1], row[2], row[3]
+    message_blocks: list[str] = []
+    if tail and tail != _ROOT:
+        links = {
+            node: (prev, block)
+            for node, prev, block in con.execute(
+                "SELECT node, prev, block FROM message_chain WHERE trace_id = ?", [trace_id]
+            ).fetchall()
+        }
+        node = tail
+        while node != _ROOT:
+            node, block = links[node]
+            message_blocks.append(block)
+        message_blocks.reverse()
+    bodies = _bodies(con, [h for h in (system, tools, *message_blocks) if h])
+    parts: dict[str, Callable[[], Any]] = {
+        "system": lambda: bodies[system] if system else None,
+        "tools": lambda: bodies[tools] if tools else None,
+        "messages": lambda: [bodies[b] for b in message_blocks],
     }
     fields = envelope["fields"]
-    return {k: parts[k] if k in parts else fields[k] for k in envelope["order"]}
+    return {k: parts[k]() if k in parts else fields[k] for k in envelope["order"]}

@@ -22,7 +22,6 @@ from . import conventions as c
 from .content import ContextRows
 from .normalize import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, captured_payload, model_call, tenant_of
 from .pricing import PriceBook
-from .redact import redact
 from .spans import SpanRecord
 
 __all__ = ["MAX_ATTRIBUTE_CHARS", "IngestReport", "ingest", "refresh_runs"]
@@ -92,11 +91,11 @@ class _Batch:
     """Column lists for each table, filled span by span, turned into Arrow tables."""
 
     def __init__(self, prices: PriceBook, redact_content: bool) -> None:
-        self.prices, self.redact_content = prices, redact_content
+        self.prices = prices
         self.spans: dict[str, list[Any]] = {}
         self.charges: dict[str, list[Any]] = {}
         self.events: dict[str, list[Any]] = {}
-        self.contexts = ContextRows()
+        self.contexts = ContextRows(redact_blocks=redact_content)
         self.unpriced: set[str] = set()
         self.now = datetime.now(UTC).replace(tzinfo=None)
 
@@ -149,7 +148,7 @@ class _Batch:
         )  # fmt: skip
         payload = captured_payload(s)
         if payload is not None:
-            self.contexts.add(s.trace_id, s.span_id, redact(payload) if self.redact_content else payload)
+            self.contexts.add(s.trace_id, s.span_id, payload)
 
 
 _TYPES = {
@@ -210,17 +209,13 @@ def ingest(
         if ctx.contexts:
             _insert(con, "content_blocks", pa.table({"hash": list(ctx.blocks), "body": list(ctx.blocks.values())}))
             nodes = ctx.nodes
-            _insert(
-                con,
-                "message_chain",
-                pa.table(
-                    {
-                        "node": list(nodes),
-                        "prev": [p for p, _ in nodes.values()],
-                        "block": [b for _, b in nodes.values()],
-                    }
-                ),
-            )
+            chain = {
+                "trace_id": [t for t, _ in nodes],
+                "node": [n for _, n in nodes],
+                "prev": [p for p, _ in nodes.values()],
+                "block": [b for _, b in nodes.values()],
+            }
+            _insert(con, "message_chain", pa.table(chain))
             cols = ["trace_id", "span_id", "envelope", "system_block", "tools_block", "messages_node", "payload_bytes"]
             _insert(con, "contexts", pa.table({k: [r[i] for r in ctx.contexts] for i, k in enumerate(cols)}))
         if report.spans_written:

@@ -122,16 +122,19 @@ CREATE TABLE runs (
 );
 
 -- Captured request payloads, content-addressed. Every turn re-sends the whole
--- history, so messages are stored once each and a turn's message list is a
--- chain of nodes (hash of previous node + message): storage grows linearly.
+-- history, so message bodies are stored once each (globally) and a turn's
+-- message list is a chain of nodes (hash of previous node + message) kept per
+-- trace: storage grows linearly with turns, and a rebuild reads one run's nodes.
 CREATE TABLE content_blocks (
     hash   VARCHAR PRIMARY KEY,
     body   VARCHAR USING COMPRESSION zstd NOT NULL
 );
 CREATE TABLE message_chain (
-    node   VARCHAR PRIMARY KEY,
-    prev   VARCHAR,
-    block  VARCHAR NOT NULL
+    trace_id  VARCHAR NOT NULL,
+    node      VARCHAR NOT NULL,
+    prev      VARCHAR,
+    block     VARCHAR NOT NULL,
+    PRIMARY KEY (trace_id, node)
 );
 CREATE TABLE contexts (
     trace_id      VARCHAR NOT NULL,
