@@ -97,7 +97,7 @@ class Trace:
         return span
 
     def chat(self, model: str, usage: tuple[int, int, int, int], *, payload: dict[str, Any] | None = None,
-             attempt: int = 1, call: str | None = None, cause: str = "", status: str = "UNSET",
+             attempt: int = 1, call: str | None = None, cause: str = "", error: str | None = None,
              label: str = "agent", finish: str = "tool_use", extra: dict[str, Any] | None = None) -> SpanRecord:  # fmt: skip
         """A model-call attempt; usage is (uncached_in, cache_write, cache_read, out), Anthropic-style."""
         uncached, write, read, out = usage
@@ -108,16 +108,16 @@ class Trace:
             # Current GenAI conventions: input_tokens INCLUDES cache reads and writes.
             c.INPUT_TOKENS: uncached + write + read, c.OUTPUT_TOKENS: out,
             c.CACHE_CREATION_INPUT_TOKENS: write, c.CACHE_READ_INPUT_TOKENS: read,
-            c.FINISH_REASONS: [finish] if status != "ERROR" else [],
+            c.FINISH_REASONS: [] if error else [finish],
         }  # fmt: skip
         if cause:
             attrs[c.RETRY_CAUSE] = cause
-        if status == "ERROR":
-            attrs[c.ERROR_TYPE] = cause or "error"
+        if error:  # a failed attempt: the next attempt's retry cause says why it exists
+            attrs[c.ERROR_TYPE] = error
         if payload is not None:
             attrs[c.REQUEST_BODY] = json.dumps(payload)
         attrs.update(extra or {})
-        return self.child(f"chat {model}", 900 + 2 * (out or 10), attrs, status=status)
+        return self.child(f"chat {model}", 900 + 2 * (out or 10), attrs, status="ERROR" if error else "UNSET")
 
     def tool(self, name: str, args: dict[str, Any], result: str, *, duration_ms: float = 200, at: int | None = None,
              soft_failure: bool = False, events: tuple[SpanEvent, ...] = ()) -> SpanRecord:  # fmt: skip
@@ -261,7 +261,7 @@ def retry_and_loop() -> list[SpanRecord]:
     """A 429 honoured with retry-after: 7, then a loop detector nudge and halt."""
     t = Trace("retry-and-loop", agent="support-agent", tenant="acme")
     call = _hex("call:retry-and-loop:first", 16)
-    t.chat("claude-sonnet-5", (0, 0, 0, 0), call=call, status="ERROR", cause="429")
+    t.chat("claude-sonnet-5", (0, 0, 0, 0), call=call, error="429")
     t.clock += 7_000 * MS
     t.chat("claude-sonnet-5", (1_200, 0, 0, 90), call=call, attempt=2, cause="429")
     retry = SpanEvent(c.EVENT_RETRY, t.clock, {"cause": "429", "wait_s": 7.0, "attempt": 2})
