@@ -20,7 +20,14 @@ import pyarrow as pa
 
 from . import conventions as c
 from .content import ContextRows
-from .normalize import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, captured_payload, model_call, tenant_of
+from .normalize import (
+    CONTENT_ATTRIBUTES,
+    OPENINFERENCE_MESSAGE,
+    OPENINFERENCE_REQUEST,
+    captured_payload,
+    model_call,
+    tenant_of,
+)
 from .pricing import PriceBook
 from .spans import SpanRecord
 
@@ -66,8 +73,9 @@ def _problem(span: SpanRecord) -> str | None:
 
 def _stored_attributes(span: SpanRecord) -> dict[str, Any]:
     out = {}
+    request = OPENINFERENCE_REQUEST if span.attributes.get(_OPENINFERENCE_KIND) == "LLM" else ()
     for key, value in span.attributes.items():
-        if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key):
+        if key in CONTENT_ATTRIBUTES or key in request or OPENINFERENCE_MESSAGE.match(key):
             continue  # lives in the content store
         if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_CHARS:
             value = f"{value[:MAX_ATTRIBUTE_CHARS]}…[truncated, {len(value)} chars]"

@@ -1,6 +1,20 @@
 """From a span to a normalized model call: who was called, with which tokens.
 
-Instrumentations disagree on what "input tokens" means:
+Three attribute families reach the ledger, and each has had several spellings:
+
+* OpenTelemetry GenAI conventions, current (``gen_ai.provider.name``,
+  ``gen_ai.usage.input_tokens``, ``gen_ai.usage.cache_read.input_tokens``,
+  ``gen_ai.usage.cache_creation.input_tokens`` and its newer spelling
+  ``gen_ai.usage.cache_write.input_tokens``) and deprecated (``gen_ai.system``,
+  ``gen_ai.usage.prompt_tokens`` / ``completion_tokens``,
+  ``gen_ai.usage.cache_read_input_tokens`` / ``cache_creation_input_tokens``,
+  and OpenLLMetry's older ``llm.usage.*`` and ``llm.request.type``).
+* OpenInference (``openinference.span.kind = LLM``, ``llm.model_name``,
+  ``llm.provider``, ``llm.token_count.prompt`` / ``completion`` and
+  ``llm.token_count.prompt_details.cache_read`` / ``cache_write``).
+* turnledger's own spans, which follow the current GenAI conventions.
+
+Instrumentations also disagree on what "input tokens" means:
 
 * Anthropic's API reports ``input_tokens`` EXCLUDING cache reads and writes.
 * OpenAI's ``prompt_tokens`` INCLUDES cached tokens.
@@ -8,10 +22,21 @@ Instrumentations disagree on what "input tokens" means:
   include cache read and cache creation tokens; some instrumentations copy the
   provider's raw number instead.
 
-So the convention is decided per source: by instrumentation scope where we know
-it, by attribute family otherwise. A reported input count smaller than the
-cache tokens it is supposed to include can only be an excluding count, which
-catches instrumentations we have not met yet.
+So the convention is decided per source: by instrumentation scope (name and
+version) where we know it (``SCOPE_CONVENTIONS``), by attribute family
+otherwise. A reported input count smaller than the cache tokens it is supposed
+to include can only be an excluding count, which catches instrumentations we
+have not met yet.
+
+Captured content arrives as JSON attributes (``gen_ai.input.messages``,
+``gen_ai.system_instructions``, ``gen_ai.tool.definitions``, turnledger's
+``turnledger.request.body``, OpenInference's ``input.value``), as flattened
+attributes (OpenInference ``llm.input_messages.N.…`` and ``llm.tools.N.…``,
+OpenLLMetry's legacy ``gen_ai.prompt.N.…`` and ``llm.request.functions.N.…``),
+or as span events (``gen_ai.client.inference.operation.details``, and the
+older per-message ``gen_ai.{system,user,assistant,tool}.message`` events).
+``captured_payload`` rebuilds one request payload from whichever is present;
+ingest stores it (redacted) in the content store.
 """
 
 from __future__ import annotations
@@ -20,42 +45,150 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from . import conventions as c
 from .pricing import TokenCounts
 from .spans import SpanRecord
 
-__all__ = ["CONTENT_ATTRIBUTES", "OPENINFERENCE_MESSAGE", "ModelCall", "captured_payload", "is_model_call", "model_call", "tenant_of"]
+__all__ = [
+    "CONTENT_ATTRIBUTES",
+    "OPENINFERENCE_MESSAGE",
+    "OPENINFERENCE_REQUEST",
+    "SCOPE_CONVENTIONS",
+    "ModelCall",
+    "ScopeConvention",
+    "captured_payload",
+    "input_includes_cache",
+    "is_model_call",
+    "model_call",
+    "tenant_of",
+]
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 INCLUDES_CACHE = "includes_cache"
 EXCLUDES_CACHE = "excludes_cache"
 
-# Instrumentation scopes whose input-token attribute is the provider's raw
-# Anthropic number (cache excluded) even under the current attribute names.
-RAW_ANTHROPIC_SCOPES = frozenset(
-    {
-        "opentelemetry.instrumentation.anthropic",  # OpenLLMetry / Traceloop
-    }
+
+# --- per-instrumentation input-token conventions ---------------------------------------
+@dataclass(frozen=True, slots=True)
+class ScopeConvention:
+    """Whether one instrumentation's input count includes cache tokens, for a range of its versions."""
+
+    scope: str  # instrumentation scope name, as on the span
+    includes_cache: bool
+    since: tuple[int, ...] = ()  # first version this holds for (inclusive); () = all earlier
+    until: tuple[int, ...] = ()  # first version it no longer holds for; () = all later
+    source: str = ""  # where this was checked
+
+    def applies(self, scope: str, version: tuple[int, ...] | None) -> bool:
+        if scope != self.scope:
+            return False
+        if version is None:
+            return not self.since  # an unknown version only matches an open-ended rule
+        return (not self.since or version >= self.since) and (not self.until or version < self.until)
+
+
+# Checked against each package's code (the usage extraction) and, for the
+# current versions, by running it around the anthropic SDK (tests/server).
+SCOPE_CONVENTIONS: tuple[ScopeConvention, ...] = (
+    ScopeConvention(
+        "opentelemetry.instrumentation.genai.anthropic",
+        True,
+        source="opentelemetry-instrumentation-genai-anthropic 1.x: input = input + cache_creation + cache_read",
+    ),
+    ScopeConvention(
+        "opentelemetry.instrumentation.anthropic",
+        True,
+        source="OpenLLMetry opentelemetry-instrumentation-anthropic >= 0.33 sums prompt + cache_read + "
+        "cache_creation; earlier versions report no cache counts, so the question does not arise",
+    ),
+    ScopeConvention(
+        "openinference.instrumentation.anthropic",
+        True,
+        source="openinference-instrumentation-anthropic: llm.token_count.prompt = input + cache_creation + "
+        "cache_read since cache counts were added (0.1.17); before, no cache counts",
+    ),
+    ScopeConvention("turnledger.harness", True, source="turnledger's own spans follow the current GenAI conventions"),
 )
 
+
+def _version(text: str) -> tuple[int, ...] | None:
+    m = re.match(r"\s*v?(\d+(?:\.\d+)*)", text or "")
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
+
+
+def input_includes_cache(scope_name: str, scope_version: str = "") -> bool | None:
+    """What ``SCOPE_CONVENTIONS`` says about this instrumentation, or None if it does not know it."""
+    return _scope_rule(scope_name, scope_version, SCOPE_CONVENTIONS)
+
+
+@lru_cache(maxsize=1024)  # one lookup per (scope, version, rule set), not per span
+def _scope_rule(scope_name: str, scope_version: str, rules: tuple[ScopeConvention, ...]) -> bool | None:
+    version = _version(scope_version)
+    for rule in rules:
+        if rule.applies(scope_name, version):
+            return rule.includes_cache
+    return None
+
+
 # --- attribute families, in order of preference -----------------------------------
+_DEPRECATED_PROMPT = ("gen_ai.usage.prompt_tokens", "llm.usage.prompt_tokens")
+_DEPRECATED_COMPLETION = ("gen_ai.usage.completion_tokens", "llm.usage.completion_tokens")
 _OPENINFERENCE_PROMPT = "llm.token_count.prompt"
 _OPENINFERENCE_COMPLETION = "llm.token_count.completion"
-_OPENINFERENCE_CACHE_READ = "llm.token_count.prompt_details.cache_read"
-_OPENINFERENCE_CACHE_WRITE = "llm.token_count.prompt_details.cache_write"
-_OPENINFERENCE_REASONING = "llm.token_count.completion_details.reasoning"
 _OPENINFERENCE_KIND = "openinference.span.kind"
-_DEPRECATED_PROMPT = "gen_ai.usage.prompt_tokens"
-_DEPRECATED_COMPLETION = "gen_ai.usage.completion_tokens"
-_LEGACY_CACHE_READ = ("gen_ai.usage.cache_read_input_tokens", "gen_ai.usage.cache_read.input_tokens")
-_LEGACY_CACHE_WRITE = ("gen_ai.usage.cache_creation_input_tokens", "gen_ai.usage.cache_creation.input_tokens")
-_MODEL_KEYS = (c.RESPONSE_MODEL, c.REQUEST_MODEL, "llm.model_name", "gen_ai.response.model")
-_PROVIDER_KEYS = (c.PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system")
-# Attributes that carry captured content: moved to the content store at ingest.
+_CACHE_READ = (
+    c.CACHE_READ_INPUT_TOKENS,  # gen_ai.usage.cache_read.input_tokens
+    "gen_ai.usage.cache_read_input_tokens",  # deprecated spelling (OpenLLMetry < 0.4x)
+    "llm.token_count.prompt_details.cache_read",
+    "llm.token_count.prompt_details.cache_input",  # OpenInference: "prompt tokens that were cached"
+)
+_CACHE_WRITE = (
+    c.CACHE_CREATION_INPUT_TOKENS,  # gen_ai.usage.cache_creation.input_tokens
+    "gen_ai.usage.cache_write.input_tokens",  # newer spelling (opentelemetry-util-genai)
+    "gen_ai.usage.cache_creation_input_tokens",  # deprecated spelling
+    "llm.token_count.prompt_details.cache_write",
+)
+_REASONING = (
+    c.REASONING_OUTPUT_TOKENS,
+    "llm.token_count.completion_details.reasoning",
+    "gen_ai.usage.reasoning_tokens",
+)
+_MODEL_KEYS = (
+    c.RESPONSE_MODEL,
+    c.REQUEST_MODEL,
+    "llm.model_name",
+    "llm.response.model_name",
+    "llm.request.model_name",
+    "llm.response.model",
+    "llm.request.model",
+)
+_PROVIDER_KEYS = (c.PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system", "llm.vendor")
+_FINISH_KEYS = (c.FINISH_REASONS, "llm.finish_reason", "gen_ai.completion.0.finish_reason", "llm.response.stop_reason")
+_TOKEN_KEYS = (c.INPUT_TOKENS, *_DEPRECATED_PROMPT, _OPENINFERENCE_PROMPT)
+_LEGACY_REQUEST_TYPE = "llm.request.type"  # OpenLLMetry before gen_ai.operation.name
+
+# Attributes that carry captured request content: moved to the content store at ingest.
 CONTENT_ATTRIBUTES = (c.REQUEST_BODY, c.INPUT_MESSAGES, c.SYSTEM_INSTRUCTIONS, c.TOOL_DEFINITIONS)
-OPENINFERENCE_MESSAGE = re.compile(r"^llm\.input_messages\.(\d+)\.message\.(role|content)$")
+# Flattened request content (one attribute per field): also moved, matched by prefix.
+# (The name is historical: it covers OpenLLMetry's legacy families as well.)
+OPENINFERENCE_MESSAGE = re.compile(
+    r"^(llm\.input_messages|llm\.tools|gen_ai\.prompt|llm\.prompts|llm\.request\.functions)\.(\d+)\.(.+)$"
+)
+_OPENINFERENCE_INPUT = "input.value"
+_OPENINFERENCE_INPUT_MIME = "input.mime_type"
+# On an OpenInference LLM span (and only there) input.value IS the request: it moves to the
+# content store like CONTENT_ATTRIBUTES. On TOOL/CHAIN spans it is the tool's input and stays.
+OPENINFERENCE_REQUEST = (_OPENINFERENCE_INPUT, _OPENINFERENCE_INPUT_MIME)
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
 _TENANT_KEYS = (c.TENANT, "tenant.id", "tenant", "enduser.tenant", "session.tenant")
 
 
@@ -103,27 +236,29 @@ def is_model_call(span: SpanRecord) -> bool:
     kind = attrs.get(_OPENINFERENCE_KIND)
     if kind is not None:
         return str(kind).upper() == "LLM"
-    return any(k in attrs for k in (c.INPUT_TOKENS, _DEPRECATED_PROMPT, _OPENINFERENCE_PROMPT)) and bool(
-        _first(attrs, _MODEL_KEYS)
-    )
+    request_type = attrs.get(_LEGACY_REQUEST_TYPE)
+    if request_type is not None:
+        return str(request_type).lower() in MODEL_CALL_OPERATIONS
+    return any(k in attrs for k in _TOKEN_KEYS) and bool(_first(attrs, _MODEL_KEYS))
 
 
 def _tokens(span: SpanRecord) -> tuple[TokenCounts, str]:
     a = span.attributes
-    cache_read = _int(_first(a, _LEGACY_CACHE_READ) or a.get(_OPENINFERENCE_CACHE_READ))
-    cache_write = _int(_first(a, _LEGACY_CACHE_WRITE) or a.get(_OPENINFERENCE_CACHE_WRITE))
-    reasoning = _int(a.get(c.REASONING_OUTPUT_TOKENS) or a.get(_OPENINFERENCE_REASONING))
+    cache_read = _int(_first(a, _CACHE_READ))
+    cache_write = _int(_first(a, _CACHE_WRITE))
+    reasoning = _int(_first(a, _REASONING))
+    known = input_includes_cache(span.scope_name, span.scope_version)
     if c.INPUT_TOKENS in a:
         reported_in, out = _int(a.get(c.INPUT_TOKENS)), _int(a.get(c.OUTPUT_TOKENS))
-        includes = span.scope_name not in RAW_ANTHROPIC_SCOPES
-    elif _DEPRECATED_PROMPT in a:
-        reported_in, out = _int(a.get(_DEPRECATED_PROMPT)), _int(a.get(_DEPRECATED_COMPLETION))
+        includes = True if known is None else known  # the current conventions say: included
+    elif (deprecated := _first(a, _DEPRECATED_PROMPT)) is not None:
+        reported_in, out = _int(deprecated), _int(_first(a, _DEPRECATED_COMPLETION))
         # The old names mirrored OpenAI's prompt_tokens (cache included), except
-        # where an Anthropic instrumentation copied Anthropic's raw number.
-        includes = span.scope_name not in RAW_ANTHROPIC_SCOPES
+        # where an instrumentation copied Anthropic's raw number.
+        includes = True if known is None else known
     else:
         reported_in, out = _int(a.get(_OPENINFERENCE_PROMPT)), _int(a.get(_OPENINFERENCE_COMPLETION))
-        includes = True  # OpenInference's prompt count is the total prompt
+        includes = True if known is None else known  # OpenInference's prompt count is the total prompt
     if includes and reported_in < cache_read + cache_write:
         includes = False  # cannot include more than it counts: an excluding source
     uncached = reported_in - cache_read - cache_write if includes else reported_in
@@ -139,7 +274,7 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         return None
     a = span.attributes
     tokens, convention = _tokens(span)
-    finish = a.get(c.FINISH_REASONS) or a.get("llm.finish_reason") or ""
+    finish = _first(a, _FINISH_KEYS) or ""
     if isinstance(finish, (list, tuple)):
         finish = ",".join(str(f) for f in finish)
     return ModelCall(
@@ -155,6 +290,7 @@ def model_call(span: SpanRecord) -> ModelCall | None:
     )
 
 
+# --- captured content ---------------------------------------------------------------------
 def _json_value(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
@@ -164,25 +300,105 @@ def _json_value(raw: Any) -> Any:
     return raw
 
 
+_WRAPPERS = ("message", "message_content", "tool_call", "tool", "function")
+
+
+def _nest(pairs: list[tuple[str, Any]]) -> Any:
+    """Rebuild a value from flattened ``a.b.0.c`` keys: numeric segments become list positions."""
+    root: dict[str, Any] = {}
+    for path, value in pairs:
+        node = root
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            node[parts[-1]] = value
+    return _listify(root)
+
+
+def _listify(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    if node and all(k.isdigit() for k in node):
+        return [_listify(node[k]) for k in sorted(node, key=int)]
+    out = {k: _listify(v) for k, v in node.items()}
+    # OpenInference namespaces every field ("message.role", "message_content.text"):
+    # a dict holding just one such namespace is that namespace's content.
+    if len(out) == 1 and next(iter(out)) in _WRAPPERS and isinstance(next(iter(out.values())), dict):
+        return next(iter(out.values()))
+    return out
+
+
+def _flattened_content(attrs: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Messages and tools from flattened attributes, by family: {"messages": [...], "tools": [...]}."""
+    found: dict[str, dict[int, list[tuple[str, Any]]]] = {}
+    for key, value in attrs.items():
+        m = OPENINFERENCE_MESSAGE.match(key)
+        if m:
+            family = "tools" if m.group(1) in ("llm.tools", "llm.request.functions") else "messages"
+            found.setdefault(family, {}).setdefault(int(m.group(2)), []).append((m.group(3), value))
+    out: dict[str, list[Any]] = {}
+    for family, items in found.items():
+        values = []
+        for i in sorted(items):
+            item = _nest(items[i])
+            if family == "tools" and isinstance(item, dict) and set(item) == {"json_schema"}:
+                item = _json_value(item["json_schema"])  # OpenInference: the tool's whole schema as JSON
+            values.append(item)
+        out[family] = values
+    return out
+
+
+def _event_content(span: SpanRecord) -> dict[str, Any]:
+    """Request content carried by span events instead of attributes."""
+    out: dict[str, Any] = {}
+    messages: list[Any] = []
+    for e in span.events:
+        ea = e.attributes
+        if e.name == _DETAILS_EVENT:
+            if c.SYSTEM_INSTRUCTIONS in ea:
+                out["system"] = _json_value(ea[c.SYSTEM_INSTRUCTIONS])
+            if c.TOOL_DEFINITIONS in ea:
+                out["tools"] = _json_value(ea[c.TOOL_DEFINITIONS])
+            if c.INPUT_MESSAGES in ea:
+                out["messages"] = _json_value(ea[c.INPUT_MESSAGES])
+        elif e.name in _MESSAGE_EVENTS:
+            message = {"role": ea.get("role") or _MESSAGE_EVENTS[e.name]}
+            for k, v in ea.items():
+                if k not in ("role", "gen_ai.system", c.PROVIDER_NAME):
+                    message[k] = _json_value(v)
+            messages.append(message)
+    if messages and "messages" not in out:
+        out["messages"] = messages
+    return out
+
+
 def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
     """The request payload a span carries: ours verbatim, or rebuilt from GenAI/OpenInference content."""
     a = span.attributes
     if c.REQUEST_BODY in a:
         body = _json_value(a[c.REQUEST_BODY])
         return body if isinstance(body, dict) else {"body": body}
+    # OpenInference records the SDK call's keyword arguments as input.value: the exact request.
+    if _OPENINFERENCE_INPUT in a and "json" in str(a.get(_OPENINFERENCE_INPUT_MIME, "")).lower():
+        body = _json_value(a[_OPENINFERENCE_INPUT])
+        if isinstance(body, dict) and "messages" in body:
+            return body
     payload: dict[str, Any] = {}
+    model = a.get(c.REQUEST_MODEL) or a.get("llm.model_name")
     if c.SYSTEM_INSTRUCTIONS in a:
         payload["system"] = _json_value(a[c.SYSTEM_INSTRUCTIONS])
     if c.TOOL_DEFINITIONS in a:
         payload["tools"] = _json_value(a[c.TOOL_DEFINITIONS])
     if c.INPUT_MESSAGES in a:
         payload["messages"] = _json_value(a[c.INPUT_MESSAGES])
-    else:
-        found: dict[int, dict[str, Any]] = {}
-        for key, value in a.items():
-            m = OPENINFERENCE_MESSAGE.match(key)
-            if m:
-                found.setdefault(int(m.group(1)), {})[m.group(2)] = value
-        if found:
-            payload["messages"] = [found[i] for i in sorted(found)]
-    return payload or None
+    for key, value in _flattened_content(a).items():
+        payload.setdefault(key, value)
+    if span.events:
+        for key, value in _event_content(span).items():
+            payload.setdefault(key, value)
+    if not payload:
+        return None
+    return {"model": str(model), **payload} if model else payload

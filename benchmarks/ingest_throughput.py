@@ -1,0 +1,476 @@
+"""Sustained end-to-end ingest throughput of ``turnledger serve``, beside the floors it cannot beat.
+
+For realistic GenAI agent spans (runs of 3–12 turns: a root ``invoke_agent``,
+``chat`` spans with model/usage/cache attributes, ``execute_tool`` spans,
+occasional guard events), without and with captured request content, encoded
+as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
+
+* **end to end**: a real ``turnledger serve`` process on a fresh ledger, fed
+  over HTTP by 8 keep-alive connections (8 exporters, each waiting for its
+  200 before its next request, as the SDK's BatchSpanProcessor does); timed from the first POST until a
+  named query through the API counts every run (a 200 is only sent once its
+  spans are committed, so "accepted" and "queryable" coincide);
+* **decode only**: ``collector.otlp.decode_protobuf`` of the same bodies into
+  span records (the floor any Python receiver pays), and the same plus the
+  ledger's row building (``ledger.ingest``'s per-span work, nothing stored);
+* **raw DuckDB bulk insert**: inserting exactly the rows ingest builds, as
+  Arrow tables, into a fresh ledger file (25k-span transactions);
+* **peak RSS** of the server process (VmHWM);
+* where ``ledger.ingest`` spends its time (same batches, in process).
+
+Usage: ``python benchmarks/ingest_throughput.py [--spans N] [--content-spans N]``.
+Figures from one run are comparable with each other; the machine's load is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+import ledger.ingest as li
+from collector.otlp import decode_protobuf
+from ledger import conventions as c
+from ledger.spans import SpanEvent, SpanRecord
+from ledger.store import open_ledger
+
+ROOT = Path(__file__).resolve().parents[1]
+MS = 1_000_000
+T0 = 1_790_000_000_000_000_000
+BATCH = 512
+TARGET = 25_000
+
+# --- a realistic workload ----------------------------------------------------------------
+WORDS = [
+    "the",
+    "account",
+    "key",
+    "rotate",
+    "settings",
+    "plan",
+    "invoice",
+    "refund",
+    "shipment",
+    "order",
+    "status",
+    "customer",
+    "ticket",
+    "error",
+    "timeout",
+    "retry",
+    "search",
+    "docs",
+    "policy",
+    "billing",
+    "region",
+    "latency",
+    "cache",
+    "prompt",
+    "tool",
+    "result",
+    "summary",
+    "escalate",
+]
+TOOLS = [
+    {
+        "name": f"tool_{i}",
+        "description": f"Tool {i}: " + " ".join(WORDS[i : i + 12]) * 3,
+        "input_schema": {"type": "object", "properties": {"q": {"type": "string"}, "limit": {"type": "integer"}}},
+    }
+    for i in range(6)
+]
+RESOURCE = {
+    "service.name": "support-agent", "service.version": "1.4.0", "deployment.environment": "prod",
+    "telemetry.sdk.name": "opentelemetry", "telemetry.sdk.language": "python", "telemetry.sdk.version": "1.45.2",
+    "host.name": "worker-3",
+}  # fmt: skip
+SCOPE = ("turnledger.harness", "0.1.0")
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def _agent_run(rng: random.Random, k: int, start: int, content: bool) -> list[SpanRecord]:
+    trace, root = f"{rng.getrandbits(128):032x}", f"{rng.getrandbits(64):016x}"
+    tenant = f"tenant-{k % 17}"
+    spans: list[SpanRecord] = []
+    clock = start + MS
+    system = _text(rng, 300)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": _text(rng, 40)}]
+    turns, cached = rng.randint(3, 12), 0
+    for t in range(turns):
+        sid = f"{rng.getrandbits(64):016x}"
+        out = rng.randint(40, 600)
+        write = rng.randint(200, 2500) if t else 4000
+        read, cached = cached, cached + write
+        attrs: dict[str, Any] = {
+            c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic", c.REQUEST_MODEL: "claude-sonnet-5",
+            c.RESPONSE_MODEL: "claude-sonnet-5", c.CALL_SITE: "agent", c.ATTEMPT: 1, c.CALL_ID: sid, c.TENANT: tenant,
+            c.INPUT_TOKENS: 20 + write + read, c.OUTPUT_TOKENS: out, c.CACHE_CREATION_INPUT_TOKENS: write,
+            c.CACHE_READ_INPUT_TOKENS: read, c.FINISH_REASONS: ["tool_use" if t < turns - 1 else "end_turn"],
+            "gen_ai.request.max_tokens": 8192, "gen_ai.response.id": f"msg_{sid}", "server.address": "api.anthropic.com",
+        }  # fmt: skip
+        if content:
+            attrs[c.REQUEST_BODY] = json.dumps(
+                {
+                    "model": "claude-sonnet-5",
+                    "max_tokens": 8192,
+                    "system": [{"type": "text", "text": system}],
+                    "tools": TOOLS,
+                    "messages": messages,
+                }
+            )
+        duration = 800 + out * 3
+        spans.append(SpanRecord(trace, sid, "chat claude-sonnet-5", clock, clock + duration * MS, root, "CLIENT",
+                                attributes=attrs, resource=RESOURCE, scope_name=SCOPE[0], scope_version=SCOPE[1]))  # fmt: skip
+        clock += (duration + 5) * MS
+        if t == turns - 1:
+            break
+        calls = []
+        for _ in range(rng.choice((1, 1, 2))):
+            tid, name = f"{rng.getrandbits(64):016x}", f"tool_{rng.randrange(6)}"
+            args, result = {"q": _text(rng, 5), "limit": 10}, _text(rng, rng.randint(20, 120))
+            events: tuple[SpanEvent, ...] = ()
+            if rng.random() < 0.05:
+                events = (SpanEvent(c.EVENT_LOOP_TRIP, clock, {"shape": "repeat", "action": "nudge", "tool": name}),)
+            tattrs = {c.OPERATION_NAME: "execute_tool", c.TOOL_NAME: name, c.TENANT: tenant,
+                      "gen_ai.tool.call.id": f"toolu_{tid}", "gen_ai.tool.call.arguments": json.dumps(args),
+                      "gen_ai.tool.call.result": result}  # fmt: skip
+            spans.append(SpanRecord(trace, tid, f"execute_tool {name}", clock, clock + 150 * MS, root, "INTERNAL",
+                                    attributes=tattrs, events=events, resource=RESOURCE, scope_name=SCOPE[0],
+                                    scope_version=SCOPE[1]))  # fmt: skip
+            calls.append((tid, name, args, result))
+        clock += 160 * MS
+        messages = [
+            *messages,
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": n, "input": a} for i, n, a, _ in calls]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": r} for i, _, _, r in calls]},
+        ]  # fmt: skip
+    rattrs = {c.OPERATION_NAME: "invoke_agent", c.AGENT_NAME: "support-agent", c.AGENT_VERSION: "1.4.0",
+              c.PROMPT_VERSION: "v7", c.TENANT: tenant, c.STOP_CAUSE: "completed", c.CONVERSATION_ID: f"conv-{k}"}  # fmt: skip
+    spans.append(SpanRecord(trace, root, "invoke_agent support-agent", start, clock, attributes=rattrs,
+                            resource=RESOURCE, scope_name=SCOPE[0], scope_version=SCOPE[1]))  # fmt: skip
+    return spans
+
+
+def workload(n_spans: int, content: bool, seed: int = 7) -> tuple[list[SpanRecord], int]:
+    """Spans of concurrent runs in the order they end (how an exporter sees them), and the run count."""
+    rng = random.Random(seed)
+    spans: list[SpanRecord] = []
+    runs = 0
+    while len(spans) < n_spans:
+        spans += _agent_run(rng, runs, T0 + runs * 700 * MS, content)
+        runs += 1
+    spans.sort(key=lambda s: s.end_ns)
+    return spans, runs
+
+
+def _value(v: Any, av: Any) -> None:
+    if isinstance(v, bool):
+        av.bool_value = v
+    elif isinstance(v, int):
+        av.int_value = v
+    elif isinstance(v, float):
+        av.double_value = v
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _value(x, av.array_value.values.add())
+    else:
+        av.string_value = str(v)
+
+
+def _attrs(attrs: dict[str, Any], target: Any) -> None:
+    for k, v in attrs.items():
+        kv = target.add()
+        kv.key = k
+        _value(v, kv.value)
+
+
+_KINDS = ["UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"]
+
+
+def encode_protobuf(spans: list[SpanRecord]) -> bytes:
+    """One ExportTraceServiceRequest (all spans share one resource and scope here)."""
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    _attrs(spans[0].resource, rs.resource.attributes)
+    ss = rs.scope_spans.add()
+    ss.scope.name, ss.scope.version = spans[0].scope_name, spans[0].scope_version
+    for s in spans:
+        p = ss.spans.add()
+        p.trace_id, p.span_id = bytes.fromhex(s.trace_id), bytes.fromhex(s.span_id)
+        if s.parent_span_id:
+            p.parent_span_id = bytes.fromhex(s.parent_span_id)
+        p.name, p.kind = s.name, _KINDS.index(s.kind)
+        p.start_time_unix_nano, p.end_time_unix_nano = s.start_ns, s.end_ns
+        _attrs(s.attributes, p.attributes)
+        for e in s.events:
+            pe = p.events.add()
+            pe.name, pe.time_unix_nano = e.name, e.time_ns
+            _attrs(e.attributes, pe.attributes)
+    return req.SerializeToString()
+
+
+# --- measurements --------------------------------------------------------------------------
+def _median_rate(n: int, fn: Callable[[], object], repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return n / statistics.median(times)
+
+
+def decode_rates(bodies: list[bytes], n: int) -> tuple[float, float]:
+    decode = _median_rate(n, lambda: [decode_protobuf(b) for b in bodies])
+    prices = li._default_prices()
+    decoded = [decode_protobuf(b) for b in bodies]
+
+    def rows() -> None:
+        for spans in decoded:
+            batch = li._Batch(prices, True)
+            for s in spans:
+                batch.add(s)
+
+    with_rows = n / (n / decode + n / _median_rate(n, rows))
+    return decode, with_rows
+
+
+def _built_batches(bodies: list[bytes], per_call: int) -> list[li._Batch]:
+    prices = li._default_prices()
+    spans = [s for b in bodies for s in decode_protobuf(b)]
+    out = []
+    for i in range(0, len(spans), per_call):
+        batch = li._Batch(prices, True)
+        for s in spans[i : i + per_call]:
+            batch.add(s)
+        out.append(batch)
+    return out
+
+
+def raw_insert_rate(bodies: list[bytes], n: int, folder: Path) -> float:
+    """INSERT of the rows ingest builds (Arrow tables, as ingest sends them), in 25k-span transactions."""
+    import pyarrow as pa
+
+    tables = []
+    for b in _built_batches(bodies, 25_000):  # the same tables ledger.ingest's transaction inserts
+        ctx = b.contexts
+        t = {"spans": li._arrow(b.spans), "charges": li._arrow(b.charges), "guard_events": li._arrow(b.events)}
+        if ctx.contexts:
+            nodes = ctx.nodes
+            t["content_blocks"] = pa.table({"hash": list(ctx.blocks), "body": list(ctx.blocks.values())})
+            t["message_chain"] = pa.table({"trace_id": [k[0] for k in nodes], "node": [k[1] for k in nodes],
+                                           "prev": [p for p, _ in nodes.values()],
+                                           "block": [x for _, x in nodes.values()]})  # fmt: skip
+            cols = ["trace_id", "span_id", "envelope", "system_block", "tools_block", "messages_node", "payload_bytes"]
+            t["contexts"] = pa.table({k: [r[i] for r in ctx.contexts] for i, k in enumerate(cols)})
+        tables.append(t)
+    rates = []
+    for rep in range(2):
+        con = open_ledger(folder / f"raw-{rep}.duckdb")
+        t0 = time.perf_counter()
+        for t in tables:
+            con.execute("BEGIN TRANSACTION")
+            for name, table in t.items():
+                li._insert(con, name, table)
+            con.execute("COMMIT")
+        rates.append(n / (time.perf_counter() - t0))
+        con.close()
+    return max(rates)
+
+
+def ingest_profile(bodies: list[bytes], folder: Path, per_call: int = 25_000) -> tuple[float, dict[str, float]]:
+    """ledger.ingest over the same spans in 25k-span calls, with its stages timed."""
+    spans = [s for b in bodies for s in decode_protobuf(b)]
+    stages: dict[str, float] = {}
+    saved = {name: getattr(li, name) for name in ("_arrow", "_insert", "refresh_runs")}
+    saved_add = li._Batch.add
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                key = f"insert {a[1]}" if name == "_insert" else name
+                stages[key] = stages.get(key, 0.0) + time.perf_counter() - t
+
+        return wrapper
+
+    li._Batch.add = timed("rows (_Batch.add: normalize, price, JSON)", saved_add)  # type: ignore[method-assign]
+    for name, fn in saved.items():
+        setattr(li, name, timed(name, fn))
+    refresh_first_last: list[float] = []
+    try:
+        con = open_ledger(folder / "profile.duckdb")
+        t0 = time.perf_counter()
+        for i in range(0, len(spans), per_call):
+            before = stages.get("refresh_runs", 0.0)
+            li.ingest(con, spans[i : i + per_call])
+            refresh_first_last.append(stages.get("refresh_runs", 0.0) - before)
+        total = time.perf_counter() - t0
+        con.close()
+    finally:
+        li._Batch.add = saved_add  # type: ignore[method-assign]
+        for name, fn in saved.items():
+            setattr(li, name, fn)
+    accounted = sum(stages.values())
+    stages["commit, validation, rest"] = total - accounted
+    stages["(refresh_runs: first call s)"] = refresh_first_last[0]
+    stages["(refresh_runs: last call s)"] = refresh_first_last[-1]
+    return len(spans) / total, stages
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def end_to_end(
+    bodies: list[bytes], n: int, runs: int, folder: Path, connections: int = 8
+) -> tuple[float, float, int, float]:
+    """(spans/s from first POST until every run is queryable, server peak RSS MiB, 429s, requests per commit)."""
+    port = _free_port()
+    db = folder / "e2e.duckdb"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TURNLEDGER_TOKEN": ""},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("collector did not start") from None
+                time.sleep(0.1)
+        work = list(enumerate(bodies))
+        lock = threading.Lock()
+        throttled = [0]
+        errors: list[str] = []
+
+        def exporter() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            while True:
+                with lock:
+                    if not work:
+                        return
+                    _, body = work.pop(0)
+                while True:
+                    conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"})
+                    r = conn.getresponse()
+                    r.read()
+                    if r.status == 200:
+                        break
+                    if r.status in (429, 503):
+                        throttled[0] += 1
+                        time.sleep(float(r.getheader("Retry-After", "1")))
+                        continue
+                    errors.append(f"HTTP {r.status}")
+                    return
+
+        threads = [threading.Thread(target=exporter) for _ in range(connections)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while True:  # queryable: the API's run count covers every run sent
+            conn.request("GET", "/api/query/cost_per_run?format=json")
+            seen = json.loads(conn.getresponse().read())[0]["runs"]
+            if seen >= runs:
+                break
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - t0
+        if errors:
+            raise RuntimeError(f"export failed: {errors[:3]}")
+        rss = _peak_rss_mb(server.pid)
+        conn.request("GET", "/healthz")
+        writer = json.loads(conn.getresponse().read())["writer"]
+        coalesced = writer["requests"] / max(1, writer["batches"])
+        return n / elapsed, rss, throttled[0], coalesced
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--spans", type=int, default=100_000, help="spans per workload without content (default 100000)")
+    ap.add_argument("--content-spans", type=int, default=40_000, help="spans per workload with content (default 40000)")
+    a = ap.parse_args()
+    print(f"# ingest throughput  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for content, n_wanted in ((False, a.spans), (True, a.content_spans)):
+            label = "with content" if content else "without content"
+            folder = Path(tmp) / label.replace(" ", "-")  # fresh ledgers: the two workloads share ids
+            folder.mkdir()
+            spans, runs = workload(n_wanted, content)
+            n = len(spans)
+            bodies = [encode_protobuf(spans[i : i + BATCH]) for i in range(0, n, BATCH)]
+            del spans
+            size = sum(map(len, bodies)) / n
+            print(f"\n## {label}: {n:,} spans in {runs:,} runs, {len(bodies)} requests of {BATCH}, {size:,.0f} B/span")
+            decode, decode_rows = decode_rates(bodies, n)
+            raw = raw_insert_rate(bodies, n, folder)
+            e2e, rss, throttled, coalesced = end_to_end(bodies, n, runs, folder)
+            ingest_rate, stages = ingest_profile(bodies, folder)
+            rows = [
+                ("end to end through HTTP (POST -> queryable)", e2e),
+                ("decode only (protobuf -> span records)", decode),
+                ("decode + ledger row building (nothing stored)", decode_rows),
+                ("raw DuckDB bulk insert of those rows", raw),
+                ("ledger.ingest alone (25k-span calls, in process)", ingest_rate),
+            ]
+            for name, rate in rows:
+                print(f"  {name:50s} {rate:>10,.0f} spans/s")
+            print(f"  {'server peak RSS':50s} {rss:>10,.0f} MiB")
+            print(f"  {'requests per commit (coalescing), 429 back-offs':50s} {coalesced:>10.1f}       {throttled}")
+            print("  where ledger.ingest spends its time:")
+            total = sum(v for k, v in stages.items() if not k.startswith("("))
+            for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
+                share = f"{v / total:6.1%}" if not k.startswith("(") else "      "
+                print(f"    {k:48s} {v:7.2f} s {share}")
+            results.append((label, e2e, decode))
+    print("\n## targets")
+    for label, e2e, decode in results:
+        if label == "without content":
+            print(f"  {label}: {e2e:,.0f} spans/s vs >= {TARGET:,}: {'met' if e2e >= TARGET else 'MISSED'}")
+        print(f"  {label}: {e2e / decode:.0%} of decode-only (>= 50%): {'met' if e2e >= decode / 2 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The OTLP/HTTP trace protocol, minus the sockets: media types, encodings, responses.
+
+Follows the OTLP/HTTP specification for ``POST /v1/traces``:
+
+* ``Content-Type: application/x-protobuf`` (binary) or ``application/json``
+  (OTLP/JSON); anything else is 415. The response uses the request's encoding.
+* ``Content-Encoding: gzip`` or ``deflate`` (zlib or raw) or none; the
+  decompressed size is capped like the wire size (413), so a small compressed
+  body cannot inflate into unbounded memory.
+* Success is 200 with an ``ExportTraceServiceResponse``; when some spans were
+  rejected it carries ``partial_success`` with the count and the first reasons.
+* Failures carry a ``google.rpc.Status`` body in the request's encoding.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+from google.protobuf import json_format
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from collector.otlp import decode_json, decode_protobuf
+from ledger.errors import MalformedInput
+from ledger.spans import SpanRecord
+
+__all__ = [
+    "JSON",
+    "PROTOBUF",
+    "BodyTooLarge",
+    "UnsupportedEncoding",
+    "UnsupportedMediaType",
+    "decode_body",
+    "decompress",
+    "export_response",
+    "media_kind",
+    "status_body",
+]
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+_REASONS_IN_MESSAGE = 5
+
+
+class BodyTooLarge(Exception):
+    """The body (on the wire or decompressed) exceeds the configured limit: 413."""
+
+
+class UnsupportedMediaType(Exception):
+    """Neither OTLP protobuf nor OTLP/JSON: 415."""
+
+
+class UnsupportedEncoding(Exception):
+    """A Content-Encoding other than gzip, deflate or identity: 415."""
+
+
+def media_kind(content_type: str | None) -> str:
+    """``PROTOBUF`` or ``JSON`` from a Content-Type header (parameters such as charset ignored)."""
+    base = (content_type or "").split(";", 1)[0].strip().lower()
+    if base in (PROTOBUF, "application/protobuf", "application/vnd.google.protobuf"):
+        return PROTOBUF
+    if base == JSON:
+        return JSON
+    raise UnsupportedMediaType(f"Content-Type {content_type!r} is not supported: send {PROTOBUF} or {JSON} (OTLP/HTTP)")
+
+
+def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """The body with its Content-Encoding removed, never producing more than ``limit`` bytes."""
+    enc = (encoding or "identity").strip().lower()
+    if enc in ("", "identity"):
+        return body
+    if enc in ("gzip", "x-gzip"):
+        candidates = [zlib.MAX_WBITS | 16]
+    elif enc == "deflate":
+        candidates = [zlib.MAX_WBITS, -zlib.MAX_WBITS]  # zlib-wrapped as HTTP says, raw as some clients send
+    else:
+        raise UnsupportedEncoding(f"Content-Encoding {encoding!r} is not supported: use gzip, deflate or none")
+    error: zlib.error | None = None
+    for wbits in candidates:
+        d = zlib.decompressobj(wbits)
+        try:
+            out = d.decompress(body, limit + 1)
+        except zlib.error as exc:
+            error = exc
+            continue
+        if len(out) > limit or d.unconsumed_tail:
+            raise BodyTooLarge(f"body inflates past the {limit}-byte limit")
+        if not d.eof:
+            raise MalformedInput(f"{enc} body is truncated")
+        return out
+    raise MalformedInput(f"body is not valid {enc} data: {error}")
+
+
+def decode_body(body: bytes, kind: str) -> list[SpanRecord]:
+    """Spans from an ExportTraceServiceRequest; MalformedInput if the body is not one."""
+    return decode_protobuf(body) if kind == PROTOBUF else decode_json(body)
+
+
+def export_response(kind: str, rejected: list[str] | None = None) -> bytes:
+    """The 200 body: an ExportTraceServiceResponse, with partial_success when spans were rejected."""
+    response = ExportTraceServiceResponse()
+    if rejected:
+        response.partial_success.rejected_spans = len(rejected)
+        shown = "; ".join(rejected[:_REASONS_IN_MESSAGE])
+        more = f" (and {len(rejected) - _REASONS_IN_MESSAGE} more)" if len(rejected) > _REASONS_IN_MESSAGE else ""
+        response.partial_success.error_message = f"{len(rejected)} invalid span(s) rejected: {shown}{more}"
+    if kind == PROTOBUF:
+        return response.SerializeToString()
+    return json_format.MessageToJson(response, indent=None).encode()
+
+
+_GRPC_CODES = {
+    400: code_pb2.INVALID_ARGUMENT,
+    401: code_pb2.UNAUTHENTICATED,
+    404: code_pb2.NOT_FOUND,
+    411: code_pb2.INVALID_ARGUMENT,
+    413: code_pb2.RESOURCE_EXHAUSTED,
+    415: code_pb2.INVALID_ARGUMENT,
+    429: code_pb2.RESOURCE_EXHAUSTED,
+    503: code_pb2.UNAVAILABLE,
+}
+
+
+def status_body(kind: str, http_status: int, message: str) -> bytes:
+    """A ``google.rpc.Status`` error body in the request's encoding (OTLP/HTTP failures)."""
+    status = status_pb2.Status(code=_GRPC_CODES.get(http_status, code_pb2.UNKNOWN), message=message)
+    if kind == PROTOBUF:
+        return status.SerializeToString()
+    return json.dumps({"code": status.code, "message": message}).encode()

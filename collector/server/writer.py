@@ -1,0 +1,369 @@
+"""The one writer of the ledger: a bounded queue in front of a single DuckDB writer thread.
+
+HTTP threads decode request bodies and ``submit`` the spans; the writer thread
+takes everything queued (up to ``max_batch_spans``), makes ONE ``ledger.ingest``
+call of it (one transaction, one commit), and only then completes each
+request's ``Ticket``. So a request is acknowledged only after its spans are
+committed, and small requests that arrive while a commit is running are
+coalesced into the next one (an ingest call has a large fixed cost, so this is
+where sustained throughput comes from).
+
+Memory is bounded: spans count against ``max_queued_spans`` from ``submit``
+until their batch has committed; past the bound ``submit`` raises ``QueueFull``
+and the HTTP layer answers 429 with ``Retry-After``.
+
+After each committed batch the writer hands the ``IngestReport`` to the
+``on_ingested`` callbacks (budgets come next). They run on their own thread with
+their own DuckDB connection, so a slow callback never holds up ingest: reports
+that arrive while the callbacks are busy are merged into one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import duckdb
+
+from ledger.ingest import IngestReport, ingest
+from ledger.pricing import PriceBook
+from ledger.spans import SpanRecord
+
+__all__ = [
+    "Accepted",
+    "IngestHook",
+    "LedgerWriter",
+    "QueueFull",
+    "Ticket",
+    "WriterStats",
+    "WriterUnavailable",
+    "merge_reports",
+]
+
+log = logging.getLogger("turnledger.server")
+
+IngestHook = Callable[[duckdb.DuckDBPyConnection, IngestReport], None]
+_MAX_MERGED_REJECTIONS = 100
+
+
+class QueueFull(Exception):
+    """The ingest queue is at its bound; retry after ``retry_after`` seconds."""
+
+    def __init__(self, queued: int, limit: int, retry_after: int) -> None:
+        super().__init__(f"ingest queue full ({queued} of {limit} spans queued)")
+        self.retry_after = retry_after
+
+
+class WriterUnavailable(Exception):
+    """The writer is closed, or the batch holding the spans failed to commit (nothing of it was written)."""
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What became of one submitted request once its batch committed."""
+
+    received: int
+    rejected: list[str]  # "trace/span: reason" for this request's invalid spans
+
+
+class Ticket:
+    """A submitted request; ``wait`` returns once its batch has committed (or failed)."""
+
+    def __init__(self, spans: list[SpanRecord]) -> None:
+        self.spans = spans
+        self._done = threading.Event()
+        self._result: Accepted | None = None
+        self._error: BaseException | None = None
+
+    def _finish(self, result: Accepted | None = None, error: BaseException | None = None) -> None:
+        self._result, self._error = result, error
+        self.spans = []  # release the records as soon as they are committed
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> Accepted:
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"spans not committed within {timeout} s")
+        if self._error is not None:
+            raise WriterUnavailable(f"ingest failed, nothing of the batch was written: {self._error}")
+        assert self._result is not None
+        return self._result
+
+
+@dataclass
+class WriterStats:
+    batches: int = 0
+    requests: int = 0
+    spans_received: int = 0
+    spans_written: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    failed_batches: int = 0
+    last_error: str = ""
+    last_commit_at: float = 0.0
+    recent_rate: float = 0.0  # spans/s of the latest batches, for Retry-After estimates
+
+
+@dataclass
+class _Pending:
+    tickets: deque[Ticket] = field(default_factory=deque)
+    spans: int = 0  # spans submitted and not yet committed (queued + in the running batch)
+
+
+def _split_rejections(tickets: list[Ticket], rejected: list[str]) -> list[list[str]]:
+    """Give each request back its own rejected spans.
+
+    ``ingest`` walks the spans in order and appends "trace/span: reason" in that
+    order, so matching the concatenated requests against the list in step is exact.
+    """
+    out: list[list[str]] = [[] for _ in tickets]
+    if not rejected:
+        return out
+    i = 0
+    for n, ticket in enumerate(tickets):
+        for s in ticket.spans:
+            if i < len(rejected) and rejected[i].startswith(f"{s.trace_id}/{s.span_id}: "):
+                out[n].append(rejected[i])
+                i += 1
+    if i < len(rejected):  # cannot happen with ingest as written; never lose a count if it changes
+        out[-1].extend(rejected[i:])
+    return out
+
+
+def merge_reports(a: IngestReport, b: IngestReport) -> IngestReport:
+    """One report covering two committed batches (used when callbacks fall behind)."""
+    return IngestReport(
+        received=a.received + b.received,
+        spans_written=a.spans_written + b.spans_written,
+        charges_written=a.charges_written + b.charges_written,
+        rejected=(a.rejected + b.rejected)[:_MAX_MERGED_REJECTIONS],
+        unpriced_models=a.unpriced_models | b.unpriced_models,
+        traces=a.traces | b.traces,
+    )
+
+
+class _HookRunner:
+    """Runs the ``on_ingested`` callbacks off the writer thread, merging reports that pile up."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, hooks: list[IngestHook]) -> None:
+        self.hooks = hooks
+        self._con = con.cursor()
+        self._cond = threading.Condition()
+        self._pending: IngestReport | None = None
+        self._closed = False
+        self._busy = False
+        self._thread = threading.Thread(target=self._run, name="turnledger-hooks", daemon=True)
+        self._thread.start()
+
+    def notify(self, report: IngestReport) -> None:
+        if not self.hooks:
+            return
+        with self._cond:
+            self._pending = report if self._pending is None else merge_reports(self._pending, report)
+            self._cond.notify_all()  # the runner, and any idle() waiter
+
+    def idle(self, timeout: float) -> bool:
+        """True once no report is waiting or being handled (tests and shutdown use it)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending is not None or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None and not self._closed:
+                    self._cond.wait()
+                if self._pending is None:
+                    return
+                report, self._pending = self._pending, None
+                self._busy = True
+            for hook in list(self.hooks):
+                try:
+                    hook(self._con, report)
+                except Exception:  # a callback's bug must never stop ingest
+                    log.exception("on_ingested callback %r failed", hook)
+                with contextlib.suppress(duckdb.Error):
+                    self._con.abort()  # drop any half-read result the callback left
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def close(self, timeout: float) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        with contextlib.suppress(duckdb.Error):
+            self._con.close()
+
+
+class LedgerWriter:
+    """Owns the write connection; everything that changes the ledger goes through ``submit``."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        prices: PriceBook | None = None,
+        *,
+        max_queued_spans: int = 200_000,
+        max_batch_spans: int = 25_000,
+        linger_s: float = 0.1,
+        redact_content: bool = True,
+        on_ingested: Iterable[IngestHook] = (),
+    ) -> None:
+        if max_queued_spans < 1 or max_batch_spans < 1:
+            raise ValueError(f"{max_queued_spans=} and {max_batch_spans=} must be positive")
+        self.con = con
+        self.prices = prices or PriceBook.default()
+        self.max_queued_spans = max_queued_spans
+        self.max_batch_spans = max_batch_spans
+        self.linger_s = linger_s
+        self.redact_content = redact_content
+        self.on_ingested: list[IngestHook] = list(on_ingested)
+        self.stats = WriterStats()
+        self._pending = _Pending()
+        self._incoming = 0  # requests being read/decoded that will submit soon
+        self._cond = threading.Condition()
+        self._closed = False
+        self._hooks = _HookRunner(con, self.on_ingested)
+        self._thread = threading.Thread(target=self._run, name="turnledger-writer", daemon=True)
+        self._thread.start()
+
+    # --- producer side (HTTP threads) ---------------------------------------------------
+    @property
+    def queued_spans(self) -> int:
+        return self._pending.spans
+
+    @contextlib.contextmanager
+    def incoming(self) -> Iterator[None]:
+        """Mark a request whose spans are being decoded: the writer may wait for them to batch them."""
+        with self._cond:
+            self._incoming += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._incoming -= 1
+                self._cond.notify_all()
+
+    def submit(self, spans: list[SpanRecord]) -> Ticket:
+        """Queue spans for the next commit. Raises QueueFull or WriterUnavailable, never blocks."""
+        ticket = Ticket(spans)
+        with self._cond:
+            if self._closed:
+                raise WriterUnavailable("the collector is shutting down")
+            pending = self._pending
+            # An oversized request on an empty queue is still taken (the body
+            # size limit bounds it), so no request can be refused forever.
+            if pending.spans and pending.spans + len(spans) > self.max_queued_spans:
+                raise QueueFull(pending.spans, self.max_queued_spans, self._retry_after())
+            pending.tickets.append(ticket)
+            pending.spans += len(spans)
+            self._cond.notify_all()  # the writer, and any drained() waiter
+        return ticket
+
+    def _retry_after(self) -> int:
+        rate = self.stats.recent_rate
+        if rate <= 0:
+            return 1
+        return max(1, min(30, math.ceil(self._pending.spans / rate)))
+
+    # --- the writer thread ------------------------------------------------------------------
+    def _take(self) -> list[Ticket] | None:
+        with self._cond:
+            while not self._pending.tickets and not self._closed:
+                self._cond.wait()
+            if not self._pending.tickets:
+                return None  # closed and drained
+            # Requests still being decoded will submit in a moment: waiting briefly for them
+            # makes one commit of several (an ingest call has a large fixed cost). Never longer
+            # than linger_s, and not at all when nothing else is on its way.
+            deadline = time.monotonic() + self.linger_s
+            while self._incoming and not self._closed:
+                queued = sum(len(t.spans) for t in self._pending.tickets)
+                left = deadline - time.monotonic()
+                if queued >= self.max_batch_spans or left <= 0:
+                    break
+                self._cond.wait(left)
+            taken: list[Ticket] = []
+            size = 0
+            queue = self._pending.tickets
+            while queue and (not taken or size + len(queue[0].spans) <= self.max_batch_spans):
+                ticket = queue.popleft()
+                taken.append(ticket)
+                size += len(ticket.spans)
+            return taken
+
+    def _run(self) -> None:
+        while True:
+            tickets = self._take()
+            if tickets is None:
+                return
+            spans = [s for t in tickets for s in t.spans]
+            started = time.perf_counter()
+            try:
+                report = ingest(self.con, spans, self.prices, redact_content=self.redact_content)
+            except Exception as exc:  # disk full, I/O error...: fail these requests (503), keep serving
+                log.exception("ingest of %d spans failed; the batch was rolled back", len(spans))
+                self.stats.failed_batches += 1
+                self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                self._release(len(spans))
+                for t in tickets:
+                    t._finish(error=exc)
+                continue
+            elapsed = max(time.perf_counter() - started, 1e-6)
+            st = self.stats
+            st.batches += 1
+            st.requests += len(tickets)
+            st.spans_received += report.received
+            st.spans_written += report.spans_written
+            st.duplicates += report.duplicates
+            st.rejected += len(report.rejected)
+            st.last_commit_at = time.time()
+            st.last_error = ""
+            rate = len(spans) / elapsed
+            st.recent_rate = rate if not st.recent_rate else 0.7 * st.recent_rate + 0.3 * rate
+            per_request = _split_rejections(tickets, report.rejected)
+            self._release(len(spans))
+            for t, rejected in zip(tickets, per_request, strict=True):
+                t._finish(Accepted(received=len(t.spans), rejected=rejected))
+            self._hooks.notify(report)
+
+    def _release(self, n: int) -> None:
+        with self._cond:
+            self._pending.spans -= n
+            self._cond.notify_all()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    def drained(self, timeout: float = 10.0) -> bool:
+        """True once every submitted span is committed and the callbacks have seen it."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending.spans:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return self._hooks.idle(max(0.0, deadline - time.monotonic()))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Refuse new spans, commit what is queued, stop the threads. The connection stays open."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        self._hooks.close(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()

@@ -1,0 +1,196 @@
+"""The three Anthropic instrumentations on PyPI, around the real SDK, exported by the official OTLP exporter.
+
+Each runs the same three-turn conversation (two plain calls, one streamed)
+against a local fake Anthropic API whose usage includes prompt-cache tokens,
+in its own process, exporting to a running collector. The ledger must charge
+each exactly what the fake API billed, term by term, in exact decimals, and
+the same as the harness's own spans (current GenAI conventions) for the same usage.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from ledger import conventions as c
+from ledger.ingest import ingest
+from ledger.spans import SpanRecord
+from ledger.store import open_ledger
+
+from .conftest import MS, T0
+from .fake_anthropic import FakeAnthropic
+
+AGENT = Path(__file__).with_name("instrumented_agent.py")
+INSTRUMENTATIONS = {
+    "official": ("opentelemetry-instrumentation-genai-anthropic", "opentelemetry.instrumentation.genai.anthropic"),
+    "traceloop": ("opentelemetry-instrumentation-anthropic", "opentelemetry.instrumentation.anthropic"),
+    "openinference": ("openinference-instrumentation-anthropic", "openinference.instrumentation.anthropic"),
+}
+# What the fake API bills each turn (Anthropic semantics: input_tokens EXCLUDES cache reads and writes).
+USAGES = [
+    {"input_tokens": 1200, "output_tokens": 310, "cache_creation_input_tokens": 4000, "cache_read_input_tokens": 0},
+    {"input_tokens": 150, "output_tokens": 120, "cache_creation_input_tokens": 900, "cache_read_input_tokens": 4000},
+    {"input_tokens": 80, "output_tokens": 95, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 4900},
+]
+STREAMED_TURN = 2
+# claude-sonnet-5 in the project price file: $3 in, $15 out per MTok; cache write x1.25, read x0.1.
+PER_MTOK = {"in": Decimal(3), "out": Decimal(15), "write": Decimal("3.75"), "read": Decimal("0.30")}
+
+
+@dataclass(frozen=True)
+class Charge:
+    uncached: int
+    write: int
+    read: int
+    out: int
+    usd: tuple[Decimal, Decimal, Decimal, Decimal]  # input, output, cache write, cache read
+
+
+def expected(usage: dict[str, int]) -> Charge:
+    terms = (
+        ("in", usage["input_tokens"]),
+        ("out", usage["output_tokens"]),
+        ("write", usage["cache_creation_input_tokens"]),
+        ("read", usage["cache_read_input_tokens"]),
+    )
+    usd = tuple(PER_MTOK[k] * n / 1_000_000 for k, n in terms)
+    return Charge(usage["input_tokens"], usage["cache_creation_input_tokens"], usage["cache_read_input_tokens"],
+                  usage["output_tokens"], usd)  # type: ignore[arg-type]  # fmt: skip
+
+
+_CHARGE_SQL = """SELECT uncached_input_tokens, cache_write_tokens, cache_read_tokens, output_tokens,
+       usd_input, usd_output, usd_cache_write, usd_cache_read, provider, model, unpriced
+FROM charges WHERE trace_id = ? ORDER BY start_time"""
+
+
+def _charges(cur, trace_id: str) -> list[Charge]:  # type: ignore[no-untyped-def]
+    rows = cur.execute(_CHARGE_SQL, [trace_id]).fetchall()
+    assert all(r[8:] == ("anthropic", "claude-sonnet-5", False) for r in rows), rows
+    return [Charge(*r[:4], tuple(r[4:8])) for r in rows]
+
+
+def harness_ledger_charges() -> list[Charge]:
+    """The same usage as turnledger's own harness records it (input INCLUDES cache, current conventions)."""
+    con = open_ledger(":memory:")
+    trace, root = "a" * 32, "b" * 16
+    spans = []
+    for i, u in enumerate(USAGES):
+        attrs = {
+            c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic", c.REQUEST_MODEL: "claude-sonnet-5",
+            c.INPUT_TOKENS: u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"],
+            c.OUTPUT_TOKENS: u["output_tokens"], c.CACHE_CREATION_INPUT_TOKENS: u["cache_creation_input_tokens"],
+            c.CACHE_READ_INPUT_TOKENS: u["cache_read_input_tokens"],
+        }  # fmt: skip
+        start = T0 + i * 1000 * MS
+        spans.append(SpanRecord(trace, f"{i + 1:016x}", "chat claude-sonnet-5", start, start + MS, root, "CLIENT",
+                                attributes=attrs, scope_name="turnledger.harness", scope_version="0.1.0"))  # fmt: skip
+    ingest(con, spans)
+    return _charges(con, trace)
+
+
+@pytest.fixture(scope="module")
+def conversations(tmp_path_factory):
+    """Run all three agents (in parallel processes) into one collector; trace id per instrumentation."""
+    from collector.server import CollectorServer, ServerConfig
+
+    db = tmp_path_factory.mktemp("instrumentations") / "ledger.duckdb"
+    server = CollectorServer(ServerConfig(port=0, db=db)).start()
+    fakes = {which: FakeAnthropic(USAGES).__enter__() for which in INSTRUMENTATIONS}
+    try:
+        procs = {
+            which: subprocess.Popen(
+                [sys.executable, str(AGENT), which, fakes[which].base_url, server.url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for which, (_, module) in INSTRUMENTATIONS.items()
+            if importlib.util.find_spec(module) is not None
+        }
+        traces = {}
+        for which, proc in procs.items():
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"{which} agent failed:\n{err[-3000:]}"
+            traces[which] = out.strip().splitlines()[-1]
+            assert len(fakes[which].requests) == len(USAGES)
+        yield server, traces
+    finally:
+        for fake in fakes.values():
+            fake.__exit__(None, None, None)
+        server.stop()
+
+
+def _trace(conversations, which: str) -> str:  # type: ignore[no-untyped-def]
+    _, traces = conversations
+    if which not in traces:
+        pytest.fail(f"{INSTRUMENTATIONS[which][0]} is not installed: pip install -e '.[dev]'")
+    return traces[which]
+
+
+@pytest.mark.parametrize("which", list(INSTRUMENTATIONS))
+def test_plain_calls_are_charged_exactly_what_the_api_billed(conversations, which):
+    server, _ = conversations
+    with server.readers.connection() as cur:
+        charges = _charges(cur, _trace(conversations, which))
+    assert len(charges) == len(USAGES)
+    plain = [i for i in range(len(USAGES)) if i != STREAMED_TURN]
+    want = [expected(USAGES[i]) for i in plain]
+    assert [charges[i] for i in plain] == want
+    assert [harness_ledger_charges()[i] for i in plain] == want  # the harness's own ledger agrees
+
+
+@pytest.mark.parametrize(
+    "which",
+    [
+        "official",
+        pytest.param(
+            "traceloop",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="upstream bug in opentelemetry-instrumentation-anthropic 0.62.4 (streaming.py): it ADDS "
+                "message_delta's cumulative output_tokens to message_start's, over-counting a streamed reply "
+                "by message_start's count (1 here, as the real API sends); the span reports 96 for 95",
+            ),
+        ),
+        "openinference",
+    ],
+)
+def test_streamed_call_is_charged_its_final_usage(conversations, which):
+    server, _ = conversations
+    with server.readers.connection() as cur:
+        charges = _charges(cur, _trace(conversations, which))
+    assert charges[STREAMED_TURN] == expected(USAGES[STREAMED_TURN]) == harness_ledger_charges()[STREAMED_TURN]
+
+
+@pytest.mark.parametrize("which", list(INSTRUMENTATIONS))
+def test_captured_messages_reach_the_context_store_redacted(conversations, which):
+    server, _ = conversations
+    trace_id = _trace(conversations, which)
+    from ledger.content import load_context
+
+    with server.readers.connection() as cur:
+        span_ids = [r[0] for r in cur.execute("SELECT span_id FROM charges WHERE trace_id = ? ORDER BY start_time",
+                                              [trace_id]).fetchall()]  # fmt: skip
+        payloads = [load_context(cur, trace_id, s) for s in span_ids]
+    assert all(payloads), "every model call's request content should be captured"
+    last = str(payloads[-1])
+    assert "Which settings page was that?" in last and "summarise it in one line" in last  # the whole history
+    assert "terse support agent" in last  # the system prompt
+    assert "bob@example.com" not in last and "[REDACTED:email]" in last
+    assert "sk-ant-api03" not in last
+
+
+@pytest.mark.parametrize("which", list(INSTRUMENTATIONS))
+def test_request_content_is_not_also_kept_unredacted_in_span_attributes(conversations, which):
+    server, _ = conversations
+    trace_id = _trace(conversations, which)
+    with server.readers.connection() as cur:
+        rows = cur.execute("SELECT attributes FROM spans WHERE trace_id = ?", [trace_id]).fetchall()
+    stored = " ".join(r[0] for r in rows)
+    assert "bob@example.com" not in stored and "sk-ant-api03" not in stored
