@@ -8,14 +8,15 @@ nothing the second time. Rows go in as Arrow tables, never row by row.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import duckdb
+import orjson
 import pyarrow as pa
 
 from . import conventions as c
@@ -29,6 +30,7 @@ from .normalize import (
     tenant_of,
 )
 from .pricing import PriceBook
+from .redact import redact_text
 from .spans import SpanRecord
 
 __all__ = ["MAX_ATTRIBUTE_CHARS", "IngestReport", "ingest", "refresh_runs"]
@@ -71,14 +73,32 @@ def _problem(span: SpanRecord) -> str | None:
     return None
 
 
-def _stored_attributes(span: SpanRecord) -> dict[str, Any]:
+# Attributes that carry free text from prompts, tools or replies. Third-party
+# producers rarely redact them, so ingest does (the content store is redacted too).
+_FREE_TEXT_MARKERS = (".arguments", ".result", "messages", ".prompt", ".completion", "input.value", "output.value", ".content")
+
+
+@lru_cache(maxsize=4096)
+def _attribute_handling(key: str) -> int:
+    """0 keep as is, 1 redact free text, 2 drop (lives in the content store). Cached per key."""
+    if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key):
+        return 2
+    return 1 if any(marker in key for marker in _FREE_TEXT_MARKERS) else 0
+
+
+def _stored_attributes(span: SpanRecord, redact_text_values: bool) -> dict[str, Any]:
+    attrs = span.attributes
+    request = OPENINFERENCE_REQUEST if attrs.get(_OPENINFERENCE_KIND) == "LLM" else ()
     out = {}
-    request = OPENINFERENCE_REQUEST if span.attributes.get(_OPENINFERENCE_KIND) == "LLM" else ()
-    for key, value in span.attributes.items():
-        if key in CONTENT_ATTRIBUTES or key in request or OPENINFERENCE_MESSAGE.match(key):
-            continue  # lives in the content store
-        if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_CHARS:
-            value = f"{value[:MAX_ATTRIBUTE_CHARS]}…[truncated, {len(value)} chars]"
+    for key, value in attrs.items():
+        handling = _attribute_handling(key)
+        if handling == 2 or key in request:
+            continue
+        if isinstance(value, str):
+            if handling == 1 and redact_text_values:
+                value = redact_text(value)
+            if len(value) > MAX_ATTRIBUTE_CHARS:
+                value = f"{value[:MAX_ATTRIBUTE_CHARS]}…[truncated, {len(value)} chars]"
         out[key] = value
     return out
 
@@ -92,46 +112,62 @@ def _operation(span: SpanRecord) -> str | None:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    # orjson: the JSON columns are the largest per-span cost of ingest.
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+_SPAN_COLUMNS = (
+    "trace_id", "span_id", "parent_span_id", "name", "kind", "operation", "tenant", "start_time", "end_time",
+    "status_code", "status_message", "attributes", "resource", "events", "scope_name", "scope_version", "ingested_at",
+)  # fmt: skip
+_EVENT_COLUMNS = ("trace_id", "span_id", "seq", "name", "time", "shape", "action", "tool", "cause", "attributes")
+_CHARGE_COLUMNS = (
+    "trace_id", "span_id", "parent_span_id", "call_id", "start_time", "latency_ms", "tenant", "call_site",
+    "provider", "model", "attempt", "retry_cause", "status_code", "error_type", "finish_reason",
+    "uncached_input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens", "reasoning_tokens",
+    "usd_input", "usd_output", "usd_cache_write", "usd_cache_read", "unpriced", "price_source", "price_version",
+    "token_convention",
+)  # fmt: skip
 
 
 class _Batch:
-    """Column lists for each table, filled span by span, turned into Arrow tables."""
+    """Rows for each table, filled span by span as tuples, turned into Arrow tables."""
 
     def __init__(self, prices: PriceBook, redact_content: bool) -> None:
         self.prices = prices
-        self.spans: dict[str, list[Any]] = {}
-        self.charges: dict[str, list[Any]] = {}
-        self.events: dict[str, list[Any]] = {}
+        self.redact_content = redact_content
+        self.spans: list[tuple[Any, ...]] = []
+        self.charges: list[tuple[Any, ...]] = []
+        self.events: list[tuple[Any, ...]] = []
         self.contexts = ContextRows(redact_blocks=redact_content)
         self.unpriced: set[str] = set()
         self.now = datetime.now(UTC).replace(tzinfo=None)
+        self._resources: dict[int, str] = {}  # one OTLP request shares a resource dict across its spans
 
-    @staticmethod
-    def _append(table: dict[str, list[Any]], **row: Any) -> None:
-        for k, v in row.items():
-            table.setdefault(k, []).append(v)
+    def _resource(self, resource: dict[str, Any]) -> str:
+        key = id(resource)
+        cached = self._resources.get(key)
+        if cached is None:
+            cached = self._resources[key] = _dumps(resource)
+        return cached
 
     def add(self, s: SpanRecord) -> None:
         tenant = tenant_of(s)
-        self._append(
-            self.spans,
-            trace_id=s.trace_id, span_id=s.span_id, parent_span_id=s.parent_span_id, name=s.name,
-            kind=s.kind, operation=_operation(s), tenant=tenant, start_time=s.start_ns, end_time=s.end_ns,
-            status_code=s.status_code, status_message=s.status_message,
-            attributes=_dumps(_stored_attributes(s)), resource=_dumps(s.resource),
-            events=_dumps([{"name": e.name, "time_ns": e.time_ns, "attributes": e.attributes} for e in s.events]),
-            scope_name=s.scope_name, scope_version=s.scope_version, ingested_at=self.now,
-        )  # fmt: skip
-        for seq, e in enumerate(s.events):
-            if e.name in c.GUARD_EVENTS:
-                ea = e.attributes
-                self._append(
-                    self.events,
-                    trace_id=s.trace_id, span_id=s.span_id, seq=seq, name=e.name, time=e.time_ns,
-                    shape=ea.get("shape"), action=ea.get("action"), tool=ea.get("tool"),
-                    cause=ea.get("cause"), attributes=_dumps(ea),
-                )  # fmt: skip
+        events = "[]"
+        if s.events:
+            events = _dumps([{"name": e.name, "time_ns": e.time_ns, "attributes": e.attributes} for e in s.events])
+            for seq, e in enumerate(s.events):
+                if e.name in c.GUARD_EVENTS:
+                    ea = e.attributes
+                    self.events.append((
+                        s.trace_id, s.span_id, seq, e.name, e.time_ns, ea.get("shape"), ea.get("action"),
+                        ea.get("tool"), ea.get("cause"), _dumps(ea),
+                    ))  # fmt: skip
+        self.spans.append((
+            s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, _operation(s), tenant, s.start_ns, s.end_ns,
+            s.status_code, s.status_message, _dumps(_stored_attributes(s, self.redact_content)),
+            self._resource(s.resource), events, s.scope_name, s.scope_version, self.now,
+        ))  # fmt: skip
         call = model_call(s)
         if call is None:
             return
@@ -140,20 +176,13 @@ class _Batch:
         if priced.unpriced:
             self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
         t = call.tokens
-        self._append(
-            self.charges,
-            trace_id=s.trace_id, span_id=s.span_id, parent_span_id=s.parent_span_id, call_id=call.call_id,
-            start_time=s.start_ns, latency_ms=(s.end_ns - s.start_ns) / 1e6, tenant=tenant,
-            call_site=call.call_site, provider=call.provider, model=call.model, attempt=call.attempt,
-            retry_cause=call.retry_cause, status_code=s.status_code,
-            error_type=s.attributes.get(c.ERROR_TYPE), finish_reason=call.finish_reason,
-            uncached_input_tokens=t.uncached_input, cache_write_tokens=t.cache_write,
-            cache_read_tokens=t.cache_read, output_tokens=t.output, reasoning_tokens=t.reasoning,
-            usd_input=priced.usd_input, usd_output=priced.usd_output,
-            usd_cache_write=priced.usd_cache_write, usd_cache_read=priced.usd_cache_read,
-            unpriced=priced.unpriced, price_source=priced.source, price_version=priced.version,
-            token_convention=call.convention,
-        )  # fmt: skip
+        self.charges.append((
+            s.trace_id, s.span_id, s.parent_span_id, call.call_id, s.start_ns, (s.end_ns - s.start_ns) / 1e6, tenant,
+            call.call_site, call.provider, call.model, call.attempt, call.retry_cause, s.status_code,
+            s.attributes.get(c.ERROR_TYPE), call.finish_reason, t.uncached_input, t.cache_write, t.cache_read,
+            t.output, t.reasoning, priced.usd_input, priced.usd_output, priced.usd_cache_write,
+            priced.usd_cache_read, priced.unpriced, priced.source, priced.version, call.convention,
+        ))  # fmt: skip
         payload = captured_payload(s)
         if payload is not None:
             self.contexts.add(s.trace_id, s.span_id, payload)
@@ -166,8 +195,9 @@ _TYPES = {
 }  # fmt: skip
 
 
-def _arrow(columns: dict[str, list[Any]]) -> pa.Table:
-    return pa.table({k: pa.array(v, type=_TYPES.get(k)) for k, v in columns.items()})
+def _arrow(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
+    return pa.table({k: pa.array(v, type=_TYPES.get(k)) for k, v in zip(names, columns, strict=True)})
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
@@ -211,9 +241,9 @@ def ingest(
     ctx = batch.contexts
     con.execute("BEGIN TRANSACTION")
     try:
-        report.spans_written = _insert(con, "spans", _arrow(batch.spans))
-        report.charges_written = _insert(con, "charges", _arrow(batch.charges))
-        _insert(con, "guard_events", _arrow(batch.events))
+        report.spans_written = _insert(con, "spans", _arrow(_SPAN_COLUMNS, batch.spans))
+        report.charges_written = _insert(con, "charges", _arrow(_CHARGE_COLUMNS, batch.charges))
+        _insert(con, "guard_events", _arrow(_EVENT_COLUMNS, batch.events))
         if ctx.contexts:
             _insert(con, "content_blocks", pa.table({"hash": list(ctx.blocks), "body": list(ctx.blocks.values())}))
             nodes = ctx.nodes
