@@ -13,7 +13,16 @@ vectors, so loading the folder and reading the report reproduces them:
 * ``openai_style``   — an OpenAI-convention span whose prompt tokens include cached ones;
 * ``unpriced``       — a model no price source knows, flagged rather than free.
 
-Until the harness produces these from real runs, they are assembled here.
+Those are assembled span by span. ``sample_traces/harness/`` holds traces the
+real harness produced (``HARNESS_SAMPLES``): named scenarios run through
+``collector.harness.run_agent`` with scripted models, observed by
+``collector.telemetry.OTelObserver`` and encoded exactly as the in-process
+exporter would. They tell the seeds' stories: the PTO happy path with parallel
+tools, the looping search, the budget burner stopping at step 11 with 12,990
+tokens against 12,000, the recovering date error, the refund hand-off, the
+shipping-status soft failure that ends at the step cap, and more. They are
+deterministic: a virtual clock and seeded ids (``collector.simulate``), span
+ids renumbered in time order, a fixed resource.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +40,14 @@ from ledger.spans import SpanEvent, SpanRecord
 from .otlp import encode_json
 
 __all__ = [
+    "HARNESS_FOLDER",
+    "HARNESS_SAMPLES",
     "SCENARIOS",
+    "HarnessSample",
     "Trace",
     "budget_warn",
     "build",
+    "build_harness",
     "cache_pair",
     "five_turn_run",
     "long_tail",
@@ -308,7 +321,131 @@ def build(name: str) -> list[SpanRecord]:
     return SCENARIOS[name]()
 
 
+# --- produced by the harness ---------------------------------------------------------------
+HARNESS_FOLDER = "harness"
+HARNESS_T0 = T0 + 86_400_000 * MS  # a day after the assembled samples
+_BUDGET_MODEL = "claude-opus-5"  # the scripted model's token estimate includes the model name: keep the seed's
+
+
+@dataclass(frozen=True)
+class HarnessSample:
+    """One harness run: a scenario of ``collector.harness.scenarios`` (or ``research``) and its setting."""
+
+    scenario: str
+    story: str
+    model: str = "claude-sonnet-5"
+    tenant: str = "initech"
+    faults: dict[int, tuple[tuple[int | None, float | None], ...]] = field(default_factory=dict)
+    pages: int = 0
+    fanout: int = 1
+
+
+HARNESS_SAMPLES: dict[str, HarnessSample] = {
+    "pto_happy_path": HarnessSample(
+        "happy", "Two look-ups requested in one turn run concurrently; one user message answers both."
+    ),
+    "looping_search": HarnessSample(
+        "looping", "The same search again and again: nudged on the 4th call, halted on the 5th."
+    ),
+    "config_cycle": HarnessSample(
+        "cycle", "Read, write back the same content, read: the world never changes (cycle).", tenant="acme"
+    ),
+    "stalled_tests": HarnessSample(
+        "stall", "A new edit every turn, the failing count never moves (stall).", tenant="acme"
+    ),
+    "budget_burner": HarnessSample(
+        "budget_burner",
+        "An ever-longer history: the 11th call takes the run to 12,990 tokens against a 12,000 budget.",
+        model=_BUDGET_MODEL,
+    ),
+    "recovering_date_error": HarnessSample(
+        "recovering", "A bad date, an actionable is_error result, a corrected call, an answer."
+    ),
+    "refund_handoff": HarnessSample("handoff", "A refund needs a finance approver: handed to a person."),
+    "refusal": HarnessSample("refusal", "The model declines.", model="claude-haiku-4-5"),
+    "max_tokens_cutoff": HarnessSample(
+        "max_tokens", "A tool call cut off mid-argument by max_tokens is never run.", model="claude-haiku-4-5"
+    ),
+    "cache_break": HarnessSample("cache_break", "The provider's cache is gone on the third call: a full re-write."),
+    "shipping_soft_failure": HarnessSample(
+        "soft_failure",
+        "Every shipping lookup runs fine and finds nothing (a soft failure) until the step cap.",
+        tenant="acme",
+    ),
+    "retry_storm": HarnessSample(
+        "happy",
+        "A 429 with retry-after: 7 is waited out, then a 529 is retried with backoff: 4 attempts, 4 charges.",
+        faults={0: ((429, 7.0),), 1: ((529, None),)},
+    ),
+    "research_with_summarizer": HarnessSample(
+        "research",
+        "Each fetch_page tool call summarizes its page with a second model (call site 'summarizer').",
+        model="claude-opus-5",
+        tenant="acme",
+        pages=3,
+    ),
+}
+
+
+def _renumber(spans: list[SpanRecord], key: str) -> list[SpanRecord]:
+    """Ids fixed by time order, so parallel tool spans (created in thread order) get the same ids every time."""
+
+    def order(s: SpanRecord) -> tuple[Any, ...]:
+        a = s.attributes
+        return (s.start_ns, s.end_ns, s.name, str(a.get(c.TOOL_CALL_ID, "")), str(a.get(c.CALL_ID, "")))
+
+    ordered = sorted(spans, key=order)
+    trace_id = _hex(f"trace:harness:{key}", 32)
+    ids = {s.span_id: _hex(f"span:harness:{key}:{i}", 16) for i, s in enumerate(ordered)}
+    return [
+        replace(s, trace_id=trace_id, span_id=ids[s.span_id], parent_span_id=ids.get(s.parent_span_id, ""))
+        for s in ordered
+    ]
+
+
+def build_harness(name: str) -> list[SpanRecord]:
+    """Run harness sample ``name`` and return its spans as the ledger would receive them."""
+    # Imported here: the assembled samples must not need the harness or the SDK.
+    from collector.simulate import AGENTS, HR_AGENT, RunPlan, execute
+    from collector.telemetry import InMemorySpanExporter, OTelObserver, build_resource, span_records, tracer_provider
+
+    try:
+        sample = HARNESS_SAMPLES[name]
+    except KeyError:
+        raise KeyError(f"unknown harness sample {name!r}; known: {sorted(HARNESS_SAMPLES)}") from None
+    index = list(HARNESS_SAMPLES).index(name)
+    agent, version, prompt = AGENTS.get(sample.scenario, HR_AGENT)
+    exporter = InMemorySpanExporter()
+    resource = build_resource(agent, version, "sample", detect=False)
+    provider = tracer_provider([exporter], resource=resource, batch=False)
+    plan = RunPlan(
+        index=index,
+        seed=2026,
+        tenant=sample.tenant,
+        tier="enterprise",
+        kind=sample.scenario,
+        model=sample.model,
+        start_ns=HARNESS_T0 + index * 3_600_000 * MS,
+        faults=dict(sample.faults),
+        pages=sample.pages,
+        fanout=sample.fanout,
+        prompt_version=prompt,
+    )
+    try:
+        execute(plan, OTelObserver(provider, capture="redacted"))
+        provider.force_flush()
+        return _renumber(span_records(exporter.get_finished_spans()), name)
+    finally:
+        provider.shutdown()
+
+
+def _write(path: Path, doc: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
 def write_samples(folder: Path | str) -> list[Path]:
+    """Write every sample: the assembled ones to ``folder``, the harness's to ``folder/harness``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -317,7 +454,15 @@ def write_samples(folder: Path | str) -> list[Path]:
             "_generated": f"by `turnledger samples` from collector/samples.py ({name}); do not edit",
             **encode_json(scenario()),
         }
-        path = folder / f"{name}.json"
-        path.write_text(json.dumps(doc, indent=1) + "\n")
-        written.append(path)
+        written.append(_write(folder / f"{name}.json", doc))
+    harness = folder / HARNESS_FOLDER
+    harness.mkdir(exist_ok=True)
+    for name, sample in HARNESS_SAMPLES.items():
+        doc = {
+            "_generated": f"by `turnledger samples` (collector/samples.py HARNESS_SAMPLES[{name!r}]: the harness "
+            f"running scenario {sample.scenario!r}); do not edit",
+            "_story": sample.story,
+            **encode_json(build_harness(name)),
+        }
+        written.append(_write(harness / f"{name}.json", doc))
     return written

@@ -13,6 +13,7 @@ charge row: that is what makes retry charges visible and ingest idempotent.
 
 from __future__ import annotations
 
+from opentelemetry.semconv._incubating.attributes import deployment_attributes as _deployment
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
 from opentelemetry.semconv.attributes import error_attributes as _error
 
@@ -24,13 +25,20 @@ __all__ = [
     "CACHE_READ_INPUT_TOKENS",
     "CALL_ID",
     "CALL_SITE",
+    "CAPTURE_MODE",
     "CONVERSATION_ID",
     "COST_USD",
+    "DEPLOYMENT_ENVIRONMENT",
+    "DEPLOYMENT_ENVIRONMENT_NAME",
     "ERROR_TYPE",
     "EVENT_AUTHORIZATION_DENIED",
     "EVENT_BUDGET_STOP",
     "EVENT_BUDGET_WARN",
     "EVENT_HANDOFF",
+    "EVENT_KEY_ACTION",
+    "EVENT_KEY_CAUSE",
+    "EVENT_KEY_SHAPE",
+    "EVENT_KEY_TOOL",
     "EVENT_LOOP_TRIP",
     "EVENT_OFFLOAD",
     "EVENT_RETRY",
@@ -44,21 +52,32 @@ __all__ = [
     "PROVIDER_NAME",
     "REASONING_OUTPUT_TOKENS",
     "REQUEST_BODY",
+    "REQUEST_MAX_TOKENS",
     "REQUEST_MODEL",
+    "RESPONSE_ID",
     "RESPONSE_MODEL",
     "RETRY_CAUSE",
     "SERVICE_NAME",
     "SERVICE_VERSION",
+    "STEP",
     "STEPS",
     "STOP_CAUSE",
     "STOP_DETAIL",
     "SYSTEM_INSTRUCTIONS",
     "TENANT",
     "TOOL_CALLS",
+    "TOOL_CALL_ARGUMENTS",
+    "TOOL_CALL_ID",
+    "TOOL_CALL_RESULT",
     "TOOL_DEFINITIONS",
+    "TOOL_DENIED",
     "TOOL_NAME",
+    "TOOL_OFFLOADED_TO",
+    "TOOL_RESULT_LENGTH",
     "TOOL_SCHEMA_VERSION",
     "TOOL_SOFT_FAILURE",
+    "TOOL_TYPE",
+    "TOTAL_TOKENS",
 ]
 
 # --- OpenTelemetry GenAI semantic conventions ---------------------------------
@@ -120,3 +139,24 @@ GUARD_EVENTS = frozenset(
         EVENT_HANDOFF,
     }
 )
+
+# --- added with collector.telemetry (the harness's spans) --------------------------------
+REQUEST_MAX_TOKENS = _gen_ai.GEN_AI_REQUEST_MAX_TOKENS
+RESPONSE_ID = _gen_ai.GEN_AI_RESPONSE_ID
+TOOL_CALL_ID = _gen_ai.GEN_AI_TOOL_CALL_ID
+TOOL_CALL_ARGUMENTS = _gen_ai.GEN_AI_TOOL_CALL_ARGUMENTS  # JSON, redacted and truncated by the producer
+TOOL_CALL_RESULT = _gen_ai.GEN_AI_TOOL_CALL_RESULT  # redacted and truncated by the producer
+TOOL_TYPE = _gen_ai.GEN_AI_TOOL_TYPE
+DEPLOYMENT_ENVIRONMENT_NAME = _deployment.DEPLOYMENT_ENVIRONMENT_NAME  # resource, current name
+DEPLOYMENT_ENVIRONMENT = "deployment.environment"  # resource, the older name many backends still read
+STEP = "turnledger.step"  # 0-based loop step a model call or tool call belongs to
+TOTAL_TOKENS = "turnledger.usage.total_tokens"  # on the root: all four terms of every attempt
+TOOL_RESULT_LENGTH = "turnledger.tool.result.length"  # characters before truncation
+TOOL_OFFLOADED_TO = "turnledger.tool.offloaded_to"  # artifact path of an offloaded result
+TOOL_DENIED = "turnledger.tool.denied"  # stopped by the authorization gate, never ran
+CAPTURE_MODE = "turnledger.capture.mode"  # on the root: off, redacted or full
+# Keys of guard-event attributes that the ledger lifts into columns.
+EVENT_KEY_SHAPE = "shape"  # loop trip: repeat, cycle, stall, step_cap
+EVENT_KEY_ACTION = "action"  # loop trip: nudge, halt
+EVENT_KEY_TOOL = "tool"
+EVENT_KEY_CAUSE = "cause"  # retry: "429", "529", "connection"

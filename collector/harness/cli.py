@@ -1,0 +1,183 @@
+"""``turnledger simulate``: drive the harness over a realistic workload, with telemetry on.
+
+    turnledger simulate --runs 1000 --seed 7                     # into ./turnledger.duckdb (in-process)
+    turnledger simulate --runs 1000 --endpoint http://127.0.0.1:4318   # to a running `turnledger serve`
+
+Spans go through the same telemetry an instrumented agent uses
+(``collector.telemetry``): the in-process ledger exporter, or OTLP/HTTP. The
+workload itself is ``collector.simulate``. Progress goes to stderr, the summary
+to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, TextIO
+
+from ledger.errors import TurnledgerError
+from ledger.settings import CAPTURE_MODES, capture_mode, db_path, server_url
+from ledger.store import open_ledger
+
+__all__ = ["Progress", "add_simulate", "cmd_simulate"]
+
+
+def add_simulate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs", type=int, default=200, help="number of agent runs (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="workload seed: the same seed plays the same runs (default 0)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="ledger file written in-process (default: $TURNLEDGER_DB or ./turnledger.duckdb)",
+    )
+    out.add_argument(
+        "--endpoint",
+        default=None,
+        help="send OTLP/HTTP to a running `turnledger serve` at this URL instead (e.g. http://127.0.0.1:4318; "
+        "default without --db: $TURNLEDGER_SERVER when set)",
+    )
+    p.add_argument("--workers", type=int, default=1, help="runs executed concurrently (threads; default 1)")
+    p.add_argument(
+        "--days", type=float, default=7.0, help="spread the runs' start times over the last N days (default 7)"
+    )
+    p.add_argument(
+        "--capture",
+        choices=CAPTURE_MODES,
+        default=None,
+        help="request-payload capture (default: $TURNLEDGER_CAPTURE or redacted)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+class Progress:
+    """A one-line progress bar on a terminal; occasional plain lines otherwise."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, width: int = 30) -> None:
+        self.total = max(total, 1)
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.started = time.perf_counter()
+        self._last_draw = 0.0
+        self._last_tenth = -1
+
+    def __call__(self, done: int) -> None:
+        now = time.perf_counter()
+        if self.tty:
+            if done < self.total and now - self._last_draw < 0.1:
+                return
+            self._last_draw = now
+            filled = int(self.width * done / self.total)
+            rate = done / max(now - self.started, 1e-9)
+            eta = (self.total - done) / rate if rate > 0 else 0.0
+            bar = "#" * filled + "-" * (self.width - filled)
+            self.stream.write(f"\rsimulate [{bar}] {done}/{self.total} runs  {rate:,.0f} runs/s  eta {eta:4.1f} s ")
+            if done >= self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+            return
+        tenth = done * 10 // self.total
+        if tenth != self._last_tenth:
+            self._last_tenth = tenth
+            print(f"simulate: {done}/{self.total} runs", file=self.stream, flush=True)
+
+
+def _check_endpoint(traces_url: str) -> None:
+    """Fail before running anything when no collector answers (the exporter would only log)."""
+    base = traces_url.rsplit("/v1/traces", 1)[0]
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=3) as response:
+            if response.status == 200:
+                return
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TurnledgerError(f"no collector at {base}: {reason}. Start one with `turnledger serve`.") from None
+    raise TurnledgerError(f"collector at {base} is not healthy")
+
+
+def cmd_simulate(a: argparse.Namespace) -> int:
+    # Imported here so `turnledger --help` stays fast.
+    from collector.simulate import simulate
+    from collector.telemetry import LedgerSpanExporter, OTelObserver, build_resource, otlp_exporter, traces_endpoint
+    from collector.telemetry.setup import tracer_provider
+
+    if a.runs < 0:
+        raise TurnledgerError(f"--runs must be 0 or more, got {a.runs!r}")
+    if a.workers < 1:
+        raise TurnledgerError(f"--workers must be 1 or more, got {a.workers!r}")
+    capture = a.capture or capture_mode()
+    endpoint = a.endpoint or (server_url() if a.db is None else None)
+    con: Any = None
+    if endpoint:
+        try:
+            url = traces_endpoint(endpoint)
+        except ValueError as exc:
+            raise TurnledgerError(str(exc)) from None
+        _check_endpoint(url)
+        exporter: Any = otlp_exporter(url)
+        target = url
+        batch_size = 512  # one request stays well under the server's body limit
+    else:
+        path = a.db or db_path()
+        con = open_ledger(path)  # fails now, clearly, if a server holds the file
+        # The observer redacted (or, with --capture full, was told not to): every
+        # producer here is ours, so ingest need not redact the payloads again.
+        exporter = LedgerSpanExporter(con=con, redact_content=False)
+        target = str(path)
+        batch_size = 4_096  # bigger transactions: ingest cost is per batch as much as per span
+    provider = tracer_provider(
+        [exporter],
+        resource=build_resource("turnledger-simulate", environment="simulation"),
+        max_queue_size=200_000,
+        max_export_batch_size=batch_size,
+        schedule_delay_millis=500,
+    )
+    observer = OTelObserver(provider, capture=capture)
+    progress = None if a.quiet else Progress(a.runs)
+    started = time.perf_counter()
+    try:
+        summary = simulate(
+            a.runs,
+            seed=a.seed,
+            observer=observer,
+            workers=a.workers,
+            days=a.days,
+            on_progress=progress,
+            checkpoint=provider.force_flush,  # back-pressure: the exporter keeps up
+        )
+    finally:
+        provider.shutdown()  # flushes the rest
+        if con is not None:
+            con.execute("CHECKPOINT")
+            con.close()
+    elapsed = time.perf_counter() - started
+    s = summary
+    causes = ", ".join(f"{k} {v}" for k, v in s.stop_causes.most_common())
+    models = ", ".join(f"{k} {v}" for k, v in s.models.most_common())
+    sites = ", ".join(f"{k} {v}" for k, v in s.call_sites.most_common())
+    tenants = ", ".join(f"{k} {v}" for k, v in s.tenants.most_common())
+    print(
+        f"simulated {s.runs} runs in {elapsed:.1f} s: {s.runs / max(elapsed, 1e-9):,.0f} runs/s end to end "
+        f"({s.runs_per_s:,.0f} runs/s in the harness), seed {a.seed}, {a.workers} worker(s), capture {capture}"
+    )
+    print(f"  model calls {s.model_calls} ({s.retry_attempts} retry attempts), tool calls {s.tool_calls}")
+    print(f"  stop causes: {causes}")
+    print(f"  models: {models}")
+    print(f"  call sites: {sites}")
+    print(f"  tenants: {tenants}")
+    print(f"  harness estimate ${s.cost_usd:.4f} (the ledger prices every charge itself)")
+    if isinstance(exporter, LedgerSpanExporter):
+        r = exporter.report
+        print(f"  wrote {r.spans_written} spans and {r.charges_written} charges to {target}")
+        if exporter.failures:
+            print(f"  warning: {exporter.failures} batch(es) failed to write; see the log above", file=sys.stderr)
+        print(f"next: turnledger report --db {target}")
+    else:
+        print(f"  sent to {target}")
+    return 0

@@ -1,0 +1,513 @@
+"""Realistic synthetic workloads: the real harness, scripted models, simulated time.
+
+``simulate(runs, seed=...)`` plays a deterministic mix through
+:func:`collector.harness.run_agent` with :class:`ScriptedLLM` models:
+
+* five tenants on three tiers; tasks routed to claude-opus-5, claude-sonnet-5 or
+  claude-haiku-4-5 by tier and task;
+* the seeds' stories in proportion (PTO look-ups with parallel tools, the
+  recovering date error, refund hand-offs, shipping soft failures, refusals,
+  max_tokens cut-offs, budget burners), loops of all three shapes (repeat,
+  cycle, stall), research runs whose page count has a long tail and whose
+  tools call a summarizer model through ``accounted`` (a second call site);
+* cache trouble: evicted caches mid-run, and one tenant whose deployment never
+  sets ``cache_control`` (hit rate 0);
+* 429/529 retry storms clustered in time (retry-after honoured, exponential
+  backoff with jitter), a few of them exhausting the retries.
+
+Nothing sleeps for real: each run has a :class:`VirtualClock`; model latency,
+tool latency and retry waits advance it, so a run's spans carry realistic
+durations while a thousand runs take seconds. Runs are spread over the last
+``days`` days. Everything a run does is a function of ``(seed, run index)``, so
+the same seed gives the same workload with any number of workers; only trace
+ids (and the wall-clock anchor) are new each time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from functools import wraps
+from typing import Any
+
+from collector.harness import AgentConfig, AgentResult, Observer, Runtime, Tool, accounted, run_agent
+from collector.harness.scenarios import SCENARIOS, build
+from collector.llm import LLM, LLMResponse, PolicyView, ProviderError, Reply, ScriptedLLM
+
+__all__ = [
+    "MODELS",
+    "TENANTS",
+    "RunPlan",
+    "SimulationSummary",
+    "TimedLLM",
+    "VirtualClock",
+    "execute",
+    "plan_run",
+    "research_tools",
+    "simulate",
+    "timed_tool",
+]
+
+OPUS, SONNET, HAIKU = "claude-opus-5", "claude-sonnet-5", "claude-haiku-4-5"
+MODELS = (OPUS, SONNET, HAIKU)
+# (tenant, share of traffic, tier)
+TENANTS = (
+    ("acme", 0.30, "enterprise"),
+    ("globex", 0.25, "pro"),
+    ("initech", 0.20, "pro"),
+    ("umbrella", 0.15, "free"),  # its deployment never sets cache_control: no prompt caching at all
+    ("hooli", 0.10, "free"),
+)
+# Task kinds and their share of runs. The harness's named scenarios plus "research".
+MIX = {
+    "happy": 22,
+    "recovering": 8,
+    "cache_break": 6,
+    "research": 14,
+    "handoff": 8,
+    "soft_failure": 6,
+    "looping": 5,
+    "budget_burner": 5,
+    "cycle": 3,
+    "stall": 3,
+    "refusal": 3,
+    "max_tokens": 3,
+}
+# Which agent runs which task: (agent name, version, prompt version).
+AGENTS = {
+    "cycle": ("coding-agent", "1.1.0", "code-v3"),
+    "stall": ("coding-agent", "1.1.0", "code-v3"),
+    "soft_failure": ("support-agent", "1.4.0", "support-v7"),
+    "research": ("research-agent", "0.9.0", "research-v2"),
+}
+HR_AGENT = ("hr-assistant", "2.3.0", "hr-v14")
+TOOL_SCHEMA_VERSION = "tools-2026-09"
+# Seconds per output token, by model (the rest of the latency model is shared).
+OUTPUT_SPEED = {OPUS: 0.020, SONNET: 0.012, HAIKU: 0.005}
+STORMS = ((0.18, 0.03), (0.52, 0.04), (0.81, 0.025))  # (start, length) as fractions of the run sequence
+
+
+# --- simulated time ---------------------------------------------------------------------
+class VirtualClock:
+    """Simulated time for one run, deterministic even with parallel tool calls.
+
+    The thread that creates the clock owns the run's timeline. Work on other
+    threads (each tool job runs in its own copy of the caller's context) forks
+    a branch from the timeline at the moment it starts and advances only that
+    branch; the run's next tick comes after the furthest branch, as it would
+    after waiting for all of them. So each branch's times depend only on its
+    own work, never on how the threads happened to interleave.
+    """
+
+    def __init__(self, start_ns: int, tick_ns: int = 1_000) -> None:
+        self._owner = threading.get_ident()
+        self._now = start_ns
+        self._horizon = start_ns
+        self._branch: ContextVar[int | None] = ContextVar(f"virtual_clock_{id(self)}", default=None)
+        self._lock = threading.Lock()
+        self.tick_ns = tick_ns
+
+    def _advance(self, ns: int) -> int:
+        with self._lock:
+            if threading.get_ident() == self._owner:
+                self._now = max(self._now, self._horizon) + ns
+                return self._now
+            t = self._branch.get()
+            t = (self._now if t is None else t) + ns
+            self._branch.set(t)
+            self._horizon = max(self._horizon, t)
+            return t
+
+    def clock_ns(self) -> int:
+        """Now, a tick later than the last reading on this timeline (spans never have zero length)."""
+        return self._advance(self.tick_ns)
+
+    def sleep(self, seconds: float) -> None:
+        self._advance(max(0, int(seconds * 1e9)))
+
+    def runtime(self, seed: int) -> Runtime:
+        """A harness runtime on this clock: seeded jitter and ids, sleeps that take no real time."""
+        ids = random.Random(seed ^ 0x1D5)
+        return Runtime(
+            sleep=self.sleep,
+            clock_ns=self.clock_ns,
+            rng=random.Random(seed),
+            new_id=lambda: f"{ids.getrandbits(128):032x}",
+        )
+
+
+class TimedLLM:
+    """An :class:`LLM` whose calls take simulated time on a :class:`VirtualClock`:
+    a fixed overhead, plus time per output token (by model) and per input token."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        clock: VirtualClock,
+        *,
+        base_s: float = 0.35,
+        per_output_token_s: float | None = None,
+        per_input_token_s: float = 0.000_02,
+    ) -> None:
+        self.llm = llm
+        self.model = llm.model
+        self.clock = clock
+        self.base_s = base_s
+        self.per_output_token_s = (
+            OUTPUT_SPEED.get(llm.model, 0.012) if per_output_token_s is None else per_output_token_s
+        )
+        self.per_input_token_s = per_input_token_s
+
+    def build_request(
+        self,
+        system: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        return self.llm.build_request(system, messages, tools, max_tokens, **kw)
+
+    def send(self, request: Mapping[str, Any]) -> LLMResponse:
+        try:
+            response = self.llm.send(request)
+        except Exception:
+            self.clock.sleep(0.08)  # an error comes back fast
+            raise
+        u = response.usage
+        fresh_input = u.input_tokens + u.cache_creation_input_tokens
+        self.clock.sleep(
+            self.base_s
+            + u.output_tokens * self.per_output_token_s
+            + (fresh_input + u.cache_read_input_tokens / 10) * self.per_input_token_s
+        )
+        return response
+
+    def complete(
+        self,
+        system: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        **kw: Any,
+    ) -> LLMResponse:
+        return self.send(self.build_request(system, messages, tools, max_tokens, **kw))
+
+
+def _fraction(*parts: object) -> float:
+    """A number in [0, 1) fixed by ``parts`` (the same call always takes the same time)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def timed_tool(tool: Tool, clock: VirtualClock, seconds: tuple[float, float] = (0.05, 0.4)) -> Tool:
+    """``tool`` taking simulated time in ``seconds`` (low, high), fixed by its arguments."""
+    low, high = seconds
+    fn = tool.fn
+
+    @wraps(fn)  # keeps the signature: the harness inspects it for a tenant parameter
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        clock.sleep(low + (high - low) * _fraction(tool.name, args, sorted(kwargs.items())))
+        return fn(*args, **kwargs)
+
+    return Tool(tool.definition, timed)
+
+
+# --- research: the long tail and a second call site ----------------------------------------
+RESEARCH_SYSTEM = (
+    "You are a research assistant. Fetch the pages you need with fetch_page (each result is a summary "
+    "of the page), then answer with citations. Prefer fewer, better sources."
+)
+SUMMARY_SYSTEM = "Summarize the page in three sentences for a research assistant. Keep figures and dates."
+_FETCH_DEF = {
+    "name": "fetch_page",
+    "description": "Fetch a web page and return a short summary of it.",
+    "input_schema": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+}
+
+
+def _page(url: str) -> str:
+    rng = random.Random(url)
+    words = ["latency", "budget", "cache", "tokens", "tenant", "retry", "policy", "model", "invoice", "quota"]
+    paragraphs = []
+    for p in range(rng.randint(6, 24)):
+        sentence = " ".join(rng.choice(words) for _ in range(rng.randint(20, 60)))
+        paragraphs.append(f"{p + 1}. {sentence.capitalize()}.")
+    return f"Page {url}\n\n" + "\n".join(paragraphs)
+
+
+def _summary(view: PolicyView) -> Reply:
+    first = view.user_texts()[0] if view.user_texts() else ""
+    return Reply.answer(f"Summary: {first.splitlines()[0]} covers {len(first)} characters on cost and caching.")
+
+
+def research_tools(clock: VirtualClock, summarizer_model: str = HAIKU) -> tuple[Tool, ...]:
+    """``fetch_page``: fetches (simulated) and summarizes the page with a model call made
+    inside the tool, accounted under the ``summarizer`` call site."""
+    summarizer = TimedLLM(ScriptedLLM(_summary, model=summarizer_model, cache=False), clock, base_s=0.2)
+
+    @accounted("summarizer", model=summarizer_model)
+    def summarize(text: str) -> LLMResponse:
+        return summarizer.complete(SUMMARY_SYSTEM, [{"role": "user", "content": text}], [], 400)
+
+    def fetch_page(url: str) -> str:
+        clock.sleep(0.1 + 0.6 * _fraction("fetch", url))
+        return summarize(_page(url)).text
+
+    return (Tool(_FETCH_DEF, fetch_page),)
+
+
+def _research_policy(topic: str, pages: int, fanout: int) -> Callable[[PolicyView], Reply]:
+    def policy(view: PolicyView) -> Reply:
+        done = len(view.tool_results())
+        if done >= pages:
+            return Reply.answer(f"Across {done} sources on {topic}: caching halves the cost of long runs [1][2].")
+        calls = [
+            ("fetch_page", {"url": f"https://kb.example.com/{topic}/{done + j}"})
+            for j in range(min(fanout, pages - done))
+        ]
+        return Reply.use(*calls, text=f"Reading {len(calls)} more source(s) on {topic}.")
+
+    return policy
+
+
+# --- the plan of one run -------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything that decides one simulated run; a function of (seed, index)."""
+
+    index: int
+    seed: int
+    tenant: str
+    tier: str
+    kind: str  # a scenario name or "research"
+    model: str
+    start_ns: int
+    faults: dict[int, tuple[tuple[int | None, float | None], ...]] = field(default_factory=dict)
+    pages: int = 0  # research only
+    fanout: int = 1
+    cache: bool = True
+    prompt_version: str = ""
+
+
+def _pick(rng: random.Random, weighted: Mapping[str, float]) -> str:
+    return rng.choices(list(weighted), weights=list(weighted.values()))[0]
+
+
+def _route(rng: random.Random, tier: str, kind: str) -> str:
+    """The router: cheap tasks to haiku, hard ones up a tier, and the tier caps the model."""
+    if kind in ("handoff", "refusal"):
+        return HAIKU
+    if tier == "enterprise":
+        return OPUS if kind in ("research", "happy", "recovering", "cycle", "stall") or rng.random() < 0.3 else SONNET
+    if tier == "pro":
+        return OPUS if kind == "research" and rng.random() < 0.3 else SONNET
+    return SONNET if kind == "research" else HAIKU
+
+
+def _in_storm(position: float) -> bool:
+    return any(start <= position < start + length for start, length in STORMS)
+
+
+def _faults(rng: random.Random, position: float) -> dict[int, tuple[tuple[int | None, float | None], ...]]:
+    """Infrastructure failures keyed by the call they hit: (status or None, retry-after)."""
+    storm = _in_storm(position)
+    if not (rng.random() < (0.6 if storm else 0.03)):
+        return {}
+    call = rng.randrange(0, 3)
+    if storm and rng.random() < 0.06:  # retries run out: the run ends with stop cause "error"
+        return {call: ((529, None),) * 5}
+    if rng.random() < 0.5:
+        wait = float(rng.choice((2, 5, 7, 12, 20)))
+        return {call: ((429, wait),) * rng.randint(1, 3)}
+    if rng.random() < 0.8:
+        return {call: ((529, None),) * rng.randint(1, 4)}
+    return {call: ((None, None),)}  # a dropped connection
+
+
+def plan_run(seed: int, index: int, runs: int, start_ns: int, spread_ns: int) -> RunPlan:
+    """The plan of run ``index`` of ``runs``, started within ``spread_ns`` after ``start_ns``."""
+    rng = random.Random(f"{seed}:{index}")
+    tenant, _, tier = rng.choices(TENANTS, weights=[t[1] for t in TENANTS])[0]
+    kind = _pick(rng, MIX)
+    model = _route(rng, tier, kind)
+    position = index / max(runs, 1)
+    slot = spread_ns / max(runs, 1)
+    start = start_ns + int(index * slot + rng.random() * slot * 0.9)
+    pages = fanout = 0
+    if kind == "research":
+        pages = min(40, 1 + int(rng.lognormvariate(1.1, 0.8)))  # a long tail of page counts
+        fanout = rng.choice((1, 1, 2, 3))
+    agent = AGENTS.get(kind, HR_AGENT)
+    prompt = agent[2] if position < 0.6 else agent[2][:-1] + str(int(agent[2][-1]) + 1)  # a rollout at 60%
+    return RunPlan(
+        index=index,
+        seed=seed,
+        tenant=tenant,
+        tier=tier,
+        kind=kind,
+        model=model,
+        start_ns=start,
+        faults=_faults(rng, position),
+        pages=pages,
+        fanout=fanout,
+        cache=tenant != "umbrella",
+        prompt_version=prompt,
+    )
+
+
+def _errors(faults: Mapping[int, Sequence[tuple[int | None, float | None]]]) -> dict[int, list[BaseException]]:
+    return {k: [ProviderError(status, retry_after=wait) for status, wait in v] for k, v in faults.items()}
+
+
+def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
+    """Run one plan on the calling thread (the run's clock belongs to it)."""
+    clock = VirtualClock(plan.start_ns)
+    run_seed = int(_fraction("run", plan.seed, plan.index) * 2**32)
+    agent, version, _ = AGENTS.get(plan.kind, HR_AGENT)
+    options: dict[str, Any]
+    if plan.kind == "research":
+        topic = f"topic-{plan.index % 97}"
+        scripted = ScriptedLLM(
+            _research_policy(topic, plan.pages, plan.fanout),
+            model=plan.model,
+            cache=plan.cache,
+            faults=_errors(plan.faults),
+        )
+        tools: tuple[Tool, ...] = research_tools(clock)
+        big = plan.tier == "enterprise"
+        config = AgentConfig(max_steps=40 if big else 12, max_total_tokens=400_000 if big else 50_000)
+        task = f"Research {topic}: what drives the cost of long agent runs?"
+        options = {"system": RESEARCH_SYSTEM, "config": config}
+    else:
+        built = build(plan.kind, model=plan.model, cache=plan.cache, faults=_errors(plan.faults))
+        scripted, task = built.llm, built.task
+        tools = tuple(timed_tool(t, clock) for t in built.tools)
+        options = dict(built.options)
+        config = options.pop("config")
+    options["config"] = replace(
+        config,
+        agent_name=agent,
+        agent_version=version,
+        prompt_version=plan.prompt_version,
+        tool_schema_version=TOOL_SCHEMA_VERSION,
+    )
+    return run_agent(
+        TimedLLM(scripted, clock),
+        task,
+        tools,
+        tenant=plan.tenant,
+        observer=observer,
+        runtime=clock.runtime(run_seed),
+        **options,
+    )
+
+
+# --- the whole workload ----------------------------------------------------------------------
+@dataclass
+class SimulationSummary:
+    runs: int = 0
+    seconds: float = 0.0
+    model_calls: int = 0
+    retry_attempts: int = 0
+    tool_calls: int = 0
+    stop_causes: Counter[str] = field(default_factory=Counter)
+    models: Counter[str] = field(default_factory=Counter)
+    call_sites: Counter[str] = field(default_factory=Counter)
+    tenants: Counter[str] = field(default_factory=Counter)
+    cost_usd: Decimal = Decimal(0)  # the harness's estimate; the ledger re-prices
+
+    @property
+    def runs_per_s(self) -> float:
+        return self.runs / self.seconds if self.seconds > 0 else 0.0
+
+    def add(self, plan: RunPlan, result: AgentResult) -> None:
+        self.runs += 1
+        self.stop_causes[result.stop_cause] += 1
+        self.tenants[plan.tenant] += 1
+        self.tool_calls += result.tool_call_count
+        self.cost_usd += result.cost_usd
+        for ch in result.charges:
+            self.model_calls += 1
+            self.retry_attempts += ch.attempt > 1
+            self.models[ch.model] += 1
+            self.call_sites[ch.call_site] += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "seconds": round(self.seconds, 3),
+            "runs_per_s": round(self.runs_per_s, 1),
+            "model_calls": self.model_calls,
+            "retry_attempts": self.retry_attempts,
+            "tool_calls": self.tool_calls,
+            "stop_causes": dict(self.stop_causes.most_common()),
+            "models": dict(self.models.most_common()),
+            "call_sites": dict(self.call_sites.most_common()),
+            "tenants": dict(self.tenants.most_common()),
+            "cost_usd": str(self.cost_usd.quantize(Decimal("0.0001"))),
+        }
+
+
+def simulate(
+    runs: int,
+    *,
+    seed: int = 0,
+    observer: Observer | None = None,
+    workers: int = 1,
+    days: float = 7.0,
+    end_ns: int | None = None,
+    on_progress: Callable[[int], Any] | None = None,
+    checkpoint: Callable[[], Any] | None = None,
+    checkpoint_every: int = 250,
+) -> SimulationSummary:
+    """Play ``runs`` runs of the mix; runs start over the ``days`` before ``end_ns`` (default now).
+
+    ``on_progress(done)`` is called after each run; ``checkpoint()`` every
+    ``checkpoint_every`` runs, on the calling thread (flush telemetry there:
+    it is the back-pressure that keeps an exporter's queue from overflowing).
+    """
+    if runs < 0:
+        raise ValueError(f"runs must be >= 0, got {runs!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers!r}")
+    spread = int(days * 86_400e9)
+    start = (end_ns or time.time_ns()) - spread
+    plans = [plan_run(seed, i, runs, start, spread) for i in range(runs)]
+    summary = SimulationSummary()
+    t0 = time.perf_counter()
+
+    def done(plan: RunPlan, result: AgentResult) -> None:
+        summary.add(plan, result)
+        if on_progress is not None:
+            on_progress(summary.runs)
+        if checkpoint is not None and summary.runs % checkpoint_every == 0:
+            checkpoint()
+
+    if workers == 1:
+        for plan in plans:
+            done(plan, execute(plan, observer))
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="simulate") as pool:
+            futures = {pool.submit(execute, plan, observer): plan for plan in plans}
+            for future in as_completed(futures):
+                done(futures[future], future.result())
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _check_mix() -> None:
+    unknown = set(MIX) - set(SCENARIOS) - {"research"}
+    if unknown:  # pragma: no cover - a programming error, caught at import
+        raise RuntimeError(f"simulate MIX names unknown scenarios: {sorted(unknown)}")
+
+
+_check_mix()

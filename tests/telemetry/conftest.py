@@ -1,0 +1,25 @@
+"""Real parts for the telemetry tests: the harness, the OTel SDK, DuckDB files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.telemetry.helpers import Traced, make_traced
+
+
+@pytest.fixture
+def traced(tmp_path: Path) -> Iterator[Callable[..., Traced]]:
+    """``traced(capture="redacted")``: a synchronous provider writing memory and a ledger file."""
+    made: list[Traced] = []
+
+    def make(capture: str | None = "redacted", **ledger_kw: Any) -> Traced:
+        made.append(make_traced(tmp_path / f"ledger{len(made)}.duckdb", capture, **ledger_kw))
+        return made[-1]
+
+    yield make
+    for t in made:
+        t.close()

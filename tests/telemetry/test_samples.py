@@ -1,0 +1,101 @@
+"""Harness-produced sample traces: deterministic, committed up to date, telling the seeds' stories."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from collector.otlp import decode_json, encode_json, read_file
+from collector.samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness
+from ledger import conventions as c
+from ledger import queries as q
+from ledger.ingest import ingest
+from ledger.store import open_ledger
+
+FOLDER = Path(__file__).resolve().parents[2] / "sample_traces" / HARNESS_FOLDER
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, list]:
+    return {name: build_harness(name) for name in HARNESS_SAMPLES}
+
+
+@pytest.fixture(scope="module")
+def ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = open_ledger(tmp_path_factory.mktemp("samples") / "harness.duckdb")
+    for name in HARNESS_SAMPLES:
+        ingest(con, read_file(FOLDER / f"{name}.json"))
+    yield con
+    con.close()
+
+
+def _run(con: duckdb.DuckDBPyConnection, name: str) -> dict:
+    trace_id = read_file(FOLDER / f"{name}.json")[0].trace_id
+    return q.records(con, q.run_summary(trace_id))[0]
+
+
+def test_committed_files_are_what_the_harness_produces_now(built: dict[str, list]) -> None:
+    for name, spans in built.items():
+        doc = json.loads((FOLDER / f"{name}.json").read_text())
+        assert doc["_generated"].startswith("by `turnledger samples`"), name
+        assert decode_json(doc) == decode_json(encode_json(spans)), f"{name}: run `turnledger samples`"
+
+
+def test_building_twice_gives_identical_traces(built: dict[str, list]) -> None:
+    for name in ("pto_happy_path", "retry_storm", "research_with_summarizer"):
+        assert build_harness(name) == built[name]
+
+
+def test_the_samples_are_small(built: dict[str, list]) -> None:
+    sizes = {p.name: p.stat().st_size for p in FOLDER.glob("*.json")}
+    assert set(sizes) == {f"{n}.json" for n in HARNESS_SAMPLES}
+    assert sum(sizes.values()) < 1_000_000 and max(sizes.values()) < 200_000
+
+
+def test_budget_burner_stops_at_step_11_with_12990_tokens(ledger: duckdb.DuckDBPyConnection) -> None:
+    run = _run(ledger, "budget_burner")
+    assert (run["stop_cause"], run["model_calls"], run["status_code"], run["error_type"]) == (
+        "budget_exceeded", 11, "ERROR", "budget_exceeded")  # fmt: skip
+    tokens = run["uncached_input_tokens"] + run["cache_write_tokens"] + run["cache_read_tokens"] + run["output_tokens"]
+    assert tokens == 12_990
+    assert run["stop_detail"] == "12,990 tokens >= budget 12,000"
+
+
+def test_pto_happy_path_runs_its_two_tools_in_parallel(built: dict[str, list]) -> None:
+    spans = built["pto_happy_path"]
+    tools = [s for s in spans if s.name.startswith("execute_tool")]
+    assert sorted(s.attributes[c.TOOL_NAME] for s in tools) == ["get_pto_balance", "search_kb"]
+    a, b = tools
+    assert a.start_ns < b.end_ns and b.start_ns < a.end_ns  # overlapping: run concurrently
+    root = next(s for s in spans if not s.parent_span_id)
+    assert root.attributes[c.STOP_CAUSE] == "completed" and root.status_code == "UNSET"
+
+
+def test_the_other_stories(ledger: duckdb.DuckDBPyConnection, built: dict[str, list]) -> None:
+    looping = _run(ledger, "looping_search")
+    assert (looping["stop_cause"], looping["loop_trips"], looping["tool_calls"]) == ("loop_detected", 2, 5)
+    recovering = _run(ledger, "recovering_date_error")
+    assert recovering["stop_cause"] == "completed"
+    first_tool = next(s for s in built["recovering_date_error"] if s.name.startswith("execute_tool"))
+    assert first_tool.status_code == "ERROR" and "YYYY-MM-DD" in first_tool.attributes[c.TOOL_CALL_RESULT]
+    handoff = _run(ledger, "refund_handoff")
+    assert handoff["stop_cause"] == "handoff"
+    shipping = _run(ledger, "shipping_soft_failure")
+    assert (shipping["stop_cause"], shipping["error_type"], shipping["soft_failures"]) == ("max_steps", "max_steps", 6)
+    retry = _run(ledger, "retry_storm")
+    assert (retry["model_calls"], retry["retry_attempts"], retry["turns"]) == (4, 2, 2)
+    research = _run(ledger, "research_with_summarizer")
+    assert research["models"] == "claude-haiku-4-5,claude-opus-5"
+    sites = {r["call_site"] for r in q.records(ledger, q.call_site_attribution())}
+    assert sites == {"agent", "summarizer"}
+    shapes = {(r["shape"], r["action"]) for r in q.records(ledger, q.loop_trips())}
+    assert shapes == {(s, a) for s in ("repeat", "cycle", "stall") for a in ("nudge", "halt")} | {("step_cap", "halt")}
+
+
+def test_every_turn_of_every_sample_has_its_context(ledger: duckdb.DuckDBPyConnection) -> None:
+    missing = ledger.execute("SELECT count(*) FROM charges ch ANTI JOIN contexts USING (trace_id, span_id)").fetchone()
+    assert missing == (0,)

@@ -1,0 +1,126 @@
+"""``turnledger simulate``: a realistic, deterministic mix through the real harness and telemetry."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from collector.cli import main
+from collector.harness import InMemoryObserver
+from collector.harness.cli import Progress
+from collector.server import CollectorServer, ServerConfig
+from collector.simulate import MODELS, VirtualClock, plan_run, simulate
+from ledger import queries as q
+from ledger.store import open_ledger
+
+END = 1_790_000_000_000_000_000
+
+
+def test_the_mix_covers_every_shape_and_is_deterministic() -> None:
+    recorder = InMemoryObserver()
+    first = simulate(150, seed=11, end_ns=END, observer=recorder)
+    again = simulate(150, seed=11, end_ns=END, workers=3)  # threads change nothing but speed
+    assert {k: v for k, v in first.to_dict().items() if k not in ("seconds", "runs_per_s")} == {
+        k: v for k, v in again.to_dict().items() if k not in ("seconds", "runs_per_s")
+    }
+    assert set(first.stop_causes) >= {"completed", "loop_detected", "handoff", "budget_exceeded", "max_steps",
+                                      "refusal", "max_tokens"}  # fmt: skip
+    assert set(first.models) == set(MODELS)
+    assert set(first.call_sites) == {"agent", "summarizer"}
+    assert len(first.tenants) == 5 and first.retry_attempts > 0
+    shapes = {e.attributes["shape"] for e in recorder.events if e.name == "turnledger.loop_detector.trip"}
+    assert shapes == {"repeat", "cycle", "stall", "step_cap"}
+    causes = {e.attributes["cause"] for e in recorder.events if e.name == "turnledger.retry"}
+    assert {"429", "529"} <= causes
+    other = simulate(150, seed=12, end_ns=END)
+    assert other.to_dict()["stop_causes"] != first.to_dict()["stop_causes"] or other.cost_usd != first.cost_usd
+
+
+def test_plans_are_spread_over_the_window_in_order() -> None:
+    day = 86_400 * 10**9
+    plans = [plan_run(3, i, 100, END - 7 * day, 7 * day) for i in range(100)]
+    starts = [p.start_ns for p in plans]
+    assert starts == sorted(starts) and END - 7 * day <= starts[0] and starts[-1] < END
+    assert plan_run(3, 42, 100, END - 7 * day, 7 * day) == plans[42]
+
+
+def test_virtual_clock_branches_do_not_depend_on_thread_timing() -> None:
+    import contextvars
+    import threading
+
+    clock = VirtualClock(1_000_000)
+    start = clock.clock_ns()
+    out: dict[str, tuple[int, int]] = {}
+
+    def job(name: str, seconds: float) -> None:
+        begin = clock.clock_ns()
+        clock.sleep(seconds)
+        out[name] = (begin, clock.clock_ns())
+
+    threads = [
+        threading.Thread(target=contextvars.copy_context().run, args=(job, name, s))
+        for name, s in (("slow", 0.3), ("fast", 0.1))
+    ]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert out["slow"][0] == out["fast"][0] == start + 1_000  # both forked from the same instant
+    assert out["slow"][1] - out["slow"][0] == 300_000_000 + 1_000
+    assert clock.clock_ns() == out["slow"][1] + 1_000  # the run resumes after the slowest branch
+
+
+def test_simulate_command_writes_the_ledger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "sim.duckdb"
+    assert main(["simulate", "--runs", "30", "--seed", "5", "--db", str(db), "--workers", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "simulated 30 runs" in out and "runs/s" in out and f"to {db}" in out
+    assert "30/30 runs" in err  # progress on stderr
+    with open_ledger(db, read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (30,)
+        assert con.execute("SELECT count(DISTINCT tenant) FROM runs").fetchone()[0] >= 3
+        calls = con.execute("SELECT count(*) FROM charges").fetchone()[0]
+        assert f"model calls {calls} " in out
+        assert q.run(con, q.stop_causes())["runs"].sum() == 30
+
+
+def test_simulate_command_sends_to_a_running_collector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server = CollectorServer(ServerConfig(port=0, db=tmp_path / "served.duckdb")).start()
+    try:
+        assert main(["simulate", "--runs", "12", "--seed", "2", "--endpoint", server.url, "--quiet"]) == 0
+    finally:
+        server.stop()
+    assert f"sent to {server.url}/v1/traces" in capsys.readouterr().out
+    with open_ledger(tmp_path / "served.duckdb", read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone() == (12,)
+
+
+def test_simulate_command_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--runs", "2", "--endpoint", "http://127.0.0.1:9"]) == 2
+    assert "no collector at http://127.0.0.1:9" in capsys.readouterr().err
+    assert main(["simulate", "--runs", "-1", "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "--runs" in capsys.readouterr().err
+
+
+def test_progress_draws_a_bar_on_a_terminal() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    progress = Progress(4, stream)
+    for done in range(1, 5):
+        progress(done)
+    assert "[" in stream.getvalue() and "4/4 runs" in stream.getvalue() and stream.getvalue().endswith("\n")
+
+
+def test_simulate_summary_is_json_ready() -> None:
+    s = simulate(5, seed=1, end_ns=END)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        print(json.dumps(s.to_dict()))
+    assert json.loads(out.getvalue())["runs"] == 5
