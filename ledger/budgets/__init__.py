@@ -1,0 +1,74 @@
+"""Cost governance: budget and metric rules, evaluation as spans arrive, alerts, enforcement.
+
+* :mod:`.rules` — what a rule is (scope, window, metric, limit, soft fraction).
+* :mod:`.windows` — calendar and rolling windows from an injectable clock.
+* :mod:`.evaluate` — SQL builders and evaluation of a rule over its window.
+* :mod:`.alerts` — the deduplicating alert state machine.
+* :mod:`.delivery` — webhook delivery on background threads, every attempt recorded.
+* :mod:`.governor` — the writer's hook: ``Governor.on_ingested`` and ``Governor.sweep``.
+* :mod:`.gate` — the harness's check before each model call.
+* :mod:`.cli` — ``turnledger budget ...`` and ``turnledger alerts``.
+"""
+
+from .alerts import AlertBook, AlertEvent, AlertState, transition
+from .delivery import Deliverer, DeliveryAttempt, webhook_body
+from .evaluate import Evaluation, evaluate
+from .gate import (
+    CHECK_PATH,
+    BudgetGate,
+    CallScope,
+    Decision,
+    HttpSource,
+    LedgerSource,
+    check_request,
+    current_trace_id,
+    decide,
+)
+from .governor import Governor
+from .projection import Projection, project
+from .rules import METRICS, SCOPE_KINDS, WINDOWS, BudgetError, Rule, Scope, UnknownBudget, WebhookTarget
+from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule
+from .windows import ManualClock, Window, system_clock, window_for
+
+__all__ = [
+    "CHECK_PATH",
+    "METRICS",
+    "SCOPE_KINDS",
+    "WINDOWS",
+    "AlertBook",
+    "AlertEvent",
+    "AlertState",
+    "BudgetError",
+    "BudgetGate",
+    "CallScope",
+    "Decision",
+    "Deliverer",
+    "DeliveryAttempt",
+    "Evaluation",
+    "Governor",
+    "HttpSource",
+    "LedgerSource",
+    "ManualClock",
+    "Projection",
+    "Rule",
+    "Scope",
+    "UnknownBudget",
+    "WebhookTarget",
+    "Window",
+    "add_rule",
+    "check_request",
+    "current_trace_id",
+    "decide",
+    "evaluate",
+    "get_rule",
+    "list_alerts",
+    "list_deliveries",
+    "list_rules",
+    "new_rule_id",
+    "project",
+    "remove_rule",
+    "system_clock",
+    "transition",
+    "webhook_body",
+    "window_for",
+]

@@ -1,0 +1,292 @@
+"""Budget rules: what is measured, over which spend, in which window, against what limit.
+
+A rule is a *scope* (whose charges count), a *window* (which time span), a
+*metric* (what is computed over them) and a *limit* with a *soft fraction*.
+
+* Spend rules (``metric="spend"``) are budgets in USD: warn at ``soft × limit``,
+  exceeded at ``limit``, both inclusive (the seed's ``spent >= 0.8 * limit``).
+  They are the only rules the harness enforces.
+* Metric rules put the same machinery on a run-level figure: p95 cost per run,
+  cost per successful run, loop-trip rate, step-cap rate (ceilings, like spend)
+  and the cache hit rate (a floor: exceeded *below* the limit, warned below
+  ``limit ÷ soft``; floors default to ``soft = 1``, i.e. no warn band, because a
+  hit rate just above its floor is healthy, not nearly spent).
+
+Money and ratios are Decimal; nothing is compared in float.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ledger.errors import TurnledgerError
+
+__all__ = [
+    "LEVELS",
+    "METRICS",
+    "SCOPE_KINDS",
+    "WINDOWS",
+    "BudgetError",
+    "Level",
+    "MetricSpec",
+    "Rule",
+    "Scope",
+    "UnknownBudget",
+    "WebhookTarget",
+    "decimal_str",
+    "format_money",
+    "level_for",
+    "parse_money",
+]
+
+Level = Literal["ok", "warn", "exceeded"]
+LEVELS: tuple[str, ...] = ("ok", "warn", "exceeded")  # in order of severity
+SCOPE_KINDS: tuple[str, ...] = ("global", "tenant", "agent", "model", "call_site", "run")
+WINDOWS: tuple[str, ...] = ("run", "rolling_hour", "rolling_day", "day", "month")
+
+
+class BudgetError(TurnledgerError):
+    """A budget rule or request is invalid; the message names the bad value."""
+
+
+class UnknownBudget(TurnledgerError):
+    """No budget rule with that id or name."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    unit: Literal["usd", "ratio"]
+    direction: Literal["ceiling", "floor"]
+    default_soft: float
+    description: str
+
+
+METRICS: Mapping[str, MetricSpec] = {
+    m.name: m
+    for m in (
+        MetricSpec("spend", "usd", "ceiling", 0.8, "USD charged in the window (all four price terms)"),
+        MetricSpec("p95_run_cost", "usd", "ceiling", 0.8, "95th-percentile cost of the runs started in the window"),
+        MetricSpec(
+            "cost_per_successful_run",
+            "usd",
+            "ceiling",
+            0.8,
+            "all spend of the window's runs divided by the runs that completed",
+        ),
+        MetricSpec("cache_hit_rate", "ratio", "floor", 1.0, "cache_read / (uncached + cache_write + cache_read)"),
+        MetricSpec("loop_trip_rate", "ratio", "ceiling", 0.8, "share of runs with at least one loop-detector trip"),
+        MetricSpec("step_cap_rate", "ratio", "ceiling", 0.8, "share of runs stopped by the step cap (max_steps)"),
+    )
+}
+
+
+def parse_money(value: str | int | float | Decimal, what: str = "limit") -> Decimal:
+    """A non-negative exact amount; floats go through ``str`` so 0.1 stays 0.1."""
+    try:
+        amount = value if isinstance(value, Decimal) else Decimal(str(value).strip().lstrip("$"))
+    except InvalidOperation:
+        raise BudgetError(f"{what}={value!r} is not a number") from None
+    if not amount.is_finite() or amount < 0:
+        raise BudgetError(f"{what}={value!r} must be a finite number >= 0")
+    return amount
+
+
+def decimal_str(amount: Decimal | None) -> str | None:
+    """Exact, without the ledger's 12 trailing places or an exponent: ``0.82``, ``1``."""
+    if amount is None:
+        return None
+    return format(amount.normalize(), "f")
+
+
+def format_money(amount: Decimal) -> str:
+    """``$1.00`` for whole cents, else four places (``$0.8125``)."""
+    cents = amount.quantize(Decimal("0.01"))
+    return f"${cents}" if cents == amount else f"${amount.quantize(Decimal('0.0001'))}"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose charges a rule counts: everything, or one tenant/agent/model/call site/run."""
+
+    kind: str = "global"
+    value: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCOPE_KINDS:
+            raise BudgetError(f"scope kind {self.kind!r}: choose one of {', '.join(SCOPE_KINDS)}")
+        if self.kind == "global" and self.value is not None:
+            raise BudgetError(f"a global scope takes no value, got {self.value!r}")
+        if self.kind != "global" and not self.value:
+            raise BudgetError(f"scope {self.kind!r} needs a value, e.g. {self.kind}=NAME")
+
+    @classmethod
+    def parse(cls, text: str) -> Scope:
+        """``global``, or ``KIND=VALUE`` (``tenant=acme``, ``model=claude-opus-5``, ``run=<trace id>``)."""
+        text = text.strip()
+        if text in ("global", "*", ""):
+            return cls()
+        kind, sep, value = text.partition("=")
+        if not sep:
+            raise BudgetError(f"scope {text!r}: write global or KIND=VALUE with KIND one of {', '.join(SCOPE_KINDS)}")
+        return cls(kind.strip().replace("-", "_"), value.strip())
+
+    def __str__(self) -> str:
+        return "global" if self.kind == "global" else f"{self.kind}={self.value}"
+
+
+_FORMATS = ("json", "slack")
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookTarget:
+    """Where alerts go: a URL and the body it expects (generic JSON or Slack ``{"text"}``)."""
+
+    url: str
+    format: str = "json"
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise BudgetError(f"webhook url {self.url!r} must be an http(s) URL")
+        if self.format not in _FORMATS:
+            raise BudgetError(f"webhook format {self.format!r}: choose one of {', '.join(_FORMATS)}")
+
+    @classmethod
+    def parse(cls, text: str) -> WebhookTarget:
+        """``URL`` (generic JSON) or ``slack:URL`` / ``json:URL``."""
+        fmt, sep, rest = text.partition(":")
+        if sep and fmt in _FORMATS and rest.startswith(("http://", "https://")):
+            return cls(rest, fmt)
+        return cls(text)
+
+    @property
+    def label(self) -> str:
+        """The URL without its secret part (a Slack webhook's path *is* the credential):
+        scheme, host, the first path segment and a short digest telling targets apart."""
+        parts = urlsplit(self.url)
+        first = parts.path.strip("/").split("/", 1)[0]
+        hidden = "/…" if parts.path.strip("/").count("/") or parts.query else ""
+        digest = hashlib.sha256(self.url.encode()).hexdigest()[:8]
+        return f"{self.format}:{parts.scheme}://{parts.netloc}/{first}{hidden}#{digest}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"url": self.url, "format": self.format}
+
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/-]{0,99}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One budget or metric rule, as stored in the ``budgets`` table."""
+
+    id: str
+    name: str
+    scope: Scope
+    window: str
+    limit: Decimal
+    metric: str = "spend"
+    soft_fraction: float | None = None  # None: the metric's default (0.8; 1.0 for floors)
+    timezone: str = "UTC"
+    webhooks: tuple[WebhookTarget, ...] = ()
+    created_at: datetime | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise BudgetError(
+                f"budget name {self.name!r}: use letters, digits and _.:@/- (up to 100), starting with a letter or digit"
+            )
+        if self.window not in WINDOWS:
+            raise BudgetError(f"window {self.window!r}: choose one of {', '.join(WINDOWS)}")
+        if self.metric not in METRICS:
+            raise BudgetError(f"metric {self.metric!r}: choose one of {', '.join(METRICS)}")
+        object.__setattr__(self, "limit", parse_money(self.limit))
+        if self.spec.unit == "ratio" and self.limit > 1:
+            raise BudgetError(f"limit={self.limit} for {self.metric}: a rate is between 0 and 1")
+        if self.soft_fraction is None:
+            object.__setattr__(self, "soft_fraction", self.spec.default_soft)
+        soft = float(self.soft_fraction)  # type: ignore[arg-type]
+        if not 0 < soft <= 1:
+            raise BudgetError(f"soft fraction {self.soft_fraction!r} must be in (0, 1]")
+        object.__setattr__(self, "soft_fraction", soft)
+        try:
+            ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise BudgetError(
+                f"time zone {self.timezone!r} is not an IANA zone name (e.g. UTC, Europe/Paris)"
+            ) from None
+        if self.scope.kind == "run" and self.window != "run":
+            object.__setattr__(self, "window", "run")  # one run is its own window
+
+    @property
+    def spec(self) -> MetricSpec:
+        return METRICS[self.metric]
+
+    @property
+    def enforced(self) -> bool:
+        """Only spend is a budget a run can use up; metric rules alert."""
+        return self.metric == "spend"
+
+    @property
+    def soft_threshold(self) -> Decimal | None:
+        """The value at which the rule warns (None: no warn band)."""
+        soft = Decimal(str(self.soft_fraction))
+        if soft == 1:
+            return None
+        if self.spec.direction == "ceiling":
+            return self.limit * soft
+        return self.limit / soft
+
+    def describe(self) -> str:
+        unit = "$" if self.spec.unit == "usd" else ""
+        return f"{self.name} ({self.metric} {'>=' if self.spec.direction == 'ceiling' else '<'} {unit}{self.limit.normalize():f}, {self.scope}, {self.window})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "scope": str(self.scope),
+            "window": self.window,
+            "metric": self.metric,
+            "limit": decimal_str(self.limit),
+            "soft_fraction": self.soft_fraction,
+            "timezone": self.timezone,
+            "webhooks": [w.label for w in self.webhooks],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Rule:
+        """From :meth:`to_dict` output (webhook labels are not URLs, so they are dropped)."""
+        return cls(
+            id=str(d["id"]),
+            name=str(d["name"]),
+            scope=Scope.parse(str(d["scope"])),
+            window=str(d["window"]),
+            limit=parse_money(d["limit"]),
+            metric=str(d.get("metric", "spend")),
+            soft_fraction=d.get("soft_fraction"),
+            timezone=str(d.get("timezone", "UTC")),
+        )
+
+
+def level_for(rule: Rule, value: Decimal | None) -> Level:
+    """ok / warn / exceeded for a measured value; no data is ok."""
+    if value is None:
+        return "ok"
+    soft = rule.soft_threshold
+    if rule.spec.direction == "ceiling":
+        if value >= rule.limit:
+            return "exceeded"
+        return "warn" if soft is not None and value >= soft else "ok"
+    if value < rule.limit:
+        return "exceeded"
+    return "warn" if soft is not None and value < soft else "ok"
