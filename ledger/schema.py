@@ -183,9 +183,27 @@ CREATE INDEX charges_trace ON charges (trace_id);
 CREATE INDEX guard_events_trace ON guard_events (trace_id);
 """
 
+# Budget rules v2 (ledger.budgets): a rule's calendar time zone and webhooks; an
+# alert's state key (a run's trace id for per-run rules), the window it dedups on,
+# the level it left and the threshold it crossed; a delivery attempt's HTTP status
+# and latency.
+_V3_BUDGET_RULES = f"""
+ALTER TABLE budgets ADD COLUMN timezone VARCHAR DEFAULT 'UTC';
+ALTER TABLE budgets ADD COLUMN webhooks JSON;
+ALTER TABLE alerts ADD COLUMN state_key VARCHAR DEFAULT '';
+ALTER TABLE alerts ADD COLUMN window_key VARCHAR;
+ALTER TABLE alerts ADD COLUMN window_end TIMESTAMP;
+ALTER TABLE alerts ADD COLUMN previous_level VARCHAR;
+ALTER TABLE alerts ADD COLUMN threshold {USD};
+ALTER TABLE alert_deliveries ADD COLUMN http_status INTEGER;
+ALTER TABLE alert_deliveries ADD COLUMN latency_ms DOUBLE;
+CREATE INDEX alerts_rule ON alerts (budget_id, state_key);
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
+    (3, "budget rules v2", _V3_BUDGET_RULES),
 ]
 
 
