@@ -31,24 +31,42 @@ __all__ = [
     "QUERIES",
     "Filters",
     "Query",
+    "alert_history",
+    "budget_events",
+    "budget_status",
     "cache_hit_rate",
     "cache_verdict",
     "call_site_attribution",
+    "charge_totals",
+    "cost_by_turns",
+    "cost_histogram",
     "cost_per_run",
     "cost_per_successful_run",
+    "filter_values",
+    "find_runs",
     "guard_summary",
     "long_tail",
+    "loop_spend",
+    "loop_trip_runs",
     "loop_trips",
+    "loop_trips_over_time",
     "model_attribution",
+    "price_sources",
     "records",
     "retry_charges",
     "run",
+    "run_budget_limits",
+    "run_guard_events",
+    "run_header",
     "run_spans",
     "run_summary",
+    "run_trace_tree",
     "run_turns",
     "runs_table",
     "spend_over_time",
     "stop_causes",
+    "time_bounds",
+    "typical_run",
     "unpriced_models",
     "where_the_money_went",
 ]
@@ -87,7 +105,8 @@ def cache_verdict(rate: float | None) -> str:
 
 
 def _runs_where(f: Filters) -> tuple[str, list[Any]]:
-    clauses, params = ["TRUE"], []
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
     for column, value in (
         ("tenant", f.tenant),
         ("agent_name", f.agent),
@@ -389,3 +408,390 @@ QUERIES: dict[str, Callable[..., Query]] = {
         run_spans,
     )
 }
+
+
+# --- Dashboard queries ---------------------------------------------------------------------
+# Added for the dashboard (issue 5). Same rules as above: values bound, the only
+# identifiers that vary come from the allow-lists right here.
+
+_TOOL_NAME = f"json_extract_string(s.attributes, '$.\"{c.TOOL_NAME}\"')"
+_TOOL_RESULT = "json_extract_string(s.attributes, '$.\"gen_ai.tool.call.result\"')"
+_SOFT_FAILURE = f"coalesce(json_extract_string(s.attributes, '$.\"{c.TOOL_SOFT_FAILURE}\"') = 'true', FALSE)"
+_DIMENSIONS = {
+    "tenant": ("runs", "tenant"),
+    "agent": ("runs", "agent_name"),
+    "agent_version": ("runs", "agent_version"),
+    "prompt_version": ("runs", "prompt_version"),
+    "model": ("charges", "model"),
+    "stop_cause": ("runs", "stop_cause"),
+}
+_FIND_ORDER = {"recent": "started_at DESC, trace_id", "cost": "usd_total DESC, trace_id"}
+_BUDGET_EVENTS = f"('{c.EVENT_BUDGET_WARN}', '{c.EVENT_BUDGET_STOP}')"
+
+
+def filter_values(dimension: str = "tenant") -> Query:
+    """Distinct values of one filter dimension (tenant, agent, model, versions, stop cause)."""
+    if dimension not in _DIMENSIONS:
+        raise ValueError(f"dimension={dimension!r}: choose one of {sorted(_DIMENSIONS)}")
+    table, column = _DIMENSIONS[dimension]
+    return Query(f"SELECT DISTINCT {column} AS value FROM {table} WHERE {column} IS NOT NULL ORDER BY 1")
+
+
+def time_bounds(f: Filters = NO_FILTERS) -> Query:
+    """How many runs match and when the first and last of them started."""
+    w, p = _with(f)
+    return Query(w + "SELECT count(*) AS runs, min(started_at) AS first_run, max(started_at) AS last_run FROM fr", p)
+
+
+def charge_totals(f: Filters = NO_FILTERS) -> Query:
+    """One pass over the charges for the headline figures: cache hit rate (and verdict), retry
+    attempts with their USD and share of all spend, unpriced calls."""
+    w, p = _with(f)
+    return Query(
+        w
+        + f"""SELECT coalesce(sum(usd), 0) AS total_usd, {_HIT} AS hit_rate,
+       CASE WHEN {_HIT} IS NULL THEN 'no data' WHEN {_HIT} > {CACHE_HEALTHY} THEN 'healthy'
+            WHEN {_HIT} > {CACHE_WEAK} THEN 'weak' ELSE 'broken' END AS verdict,
+       count(*) FILTER (WHERE attempt > 1) AS retry_attempts,
+       coalesce(sum(usd) FILTER (WHERE attempt > 1), 0) AS retry_usd,
+       coalesce(sum(usd) FILTER (WHERE attempt > 1), 0) / nullif(sum(usd), 0) AS retry_share_of_spend,
+       -- distinct over the few retried rows only: a FILTERed DISTINCT aggregate hashes every row
+       (SELECT count(DISTINCT trace_id) FROM fc WHERE attempt > 1) AS runs_with_retries,
+       count(*) FILTER (WHERE unpriced) AS unpriced_calls
+FROM fc""",
+        p,
+    )
+
+
+def cost_histogram(f: Filters = NO_FILTERS, bins_per_decade: int = 5) -> Query:
+    """Runs per cost bin on a log scale; runs that cost $0 (unpriced) form one bin with lo = hi = 0."""
+    n = int(bins_per_decade)
+    if not 1 <= n <= 50:
+        raise ValueError(f"bins_per_decade={bins_per_decade!r}: choose 1..50")
+    w, p = _with(f)
+    return Query(
+        w
+        + """, b AS (SELECT CASE WHEN usd_total > 0 THEN floor(log10(usd_total::DOUBLE) * ?) END AS bin, count(*) AS runs
+           FROM fr GROUP BY 1)
+SELECT coalesce(power(10, bin / ?), 0) AS lo_usd, coalesce(power(10, (bin + 1) / ?), 0) AS hi_usd, runs
+FROM b ORDER BY bin NULLS FIRST""",
+        [*p, n, n, n],
+    )
+
+
+def cost_by_turns(f: Filters = NO_FILTERS) -> Query:
+    """Cost per run by number of turns (agent-loop model calls): the quadratic-growth view."""
+    w, p = _with(f)
+    return Query(
+        w
+        + """SELECT turns, count(*) AS runs, quantile_disc(usd_total, 0.5) AS median_usd,
+       quantile_disc(usd_total, 0.95) AS p95_usd, max(usd_total) AS max_usd, avg(usd_total) AS mean_usd,
+       quantile_disc(uncached_input_tokens + cache_write_tokens + cache_read_tokens, 0.5) AS median_input_tokens
+FROM fr GROUP BY turns ORDER BY turns""",
+        p,
+    )
+
+
+def typical_run(f: Filters = NO_FILTERS) -> Query:
+    """The median run's shape, to say how an expensive run differs from it; and the tail's share (runs at or above p95)."""
+    w, p = _with(f)
+    return Query(
+        w
+        + """SELECT count(*) AS runs, quantile_disc(turns, 0.5) AS median_turns,
+       quantile_disc(uncached_input_tokens + cache_write_tokens + cache_read_tokens, 0.5) AS median_input_tokens,
+       quantile_disc(usd_total, 0.5) AS median_usd, quantile_disc(usd_total, 0.95) AS p95_usd,
+       sum(usd_total) FILTER (WHERE usd_total >= (SELECT quantile_disc(usd_total, 0.95) FROM fr))
+           / nullif(sum(usd_total), 0) AS share_of_spend_from_p95,
+       count(*) FILTER (WHERE usd_total >= (SELECT quantile_disc(usd_total, 0.95) FROM fr)) AS runs_from_p95
+FROM fr""",
+        p,
+    )
+
+
+def find_runs(
+    f: Filters = NO_FILTERS,
+    trace_id: str | None = None,
+    stop_cause: str | None = None,
+    min_usd: float | None = None,
+    max_usd: float | None = None,
+    order: str = "recent",
+    limit: int = 200,
+) -> Query:
+    """Runs matching a trace-id prefix, stop cause and cost range, most recent or most expensive first."""
+    if order not in _FIND_ORDER:
+        raise ValueError(f"order={order!r}: choose one of {sorted(_FIND_ORDER)}")
+    w, p = _with(f)
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
+    if trace_id:
+        clauses.append("starts_with(trace_id, ?)")
+        params.append(trace_id.strip().lower())
+    if stop_cause:
+        clauses.append("coalesce(stop_cause, 'in progress') = ?")
+        params.append(stop_cause)
+    if min_usd is not None:
+        clauses.append("usd_total >= ?")
+        params.append(float(min_usd))
+    if max_usd is not None:
+        clauses.append("usd_total <= ?")
+        params.append(float(max_usd))
+    return Query(
+        w
+        + f"""SELECT trace_id, started_at, agent_name, tenant, coalesce(stop_cause, 'in progress') AS stop_cause, turns,
+       model_calls, tool_calls, soft_failures, loop_trips, retry_attempts, models, usd_total
+FROM fr WHERE {" AND ".join(clauses)} ORDER BY {_FIND_ORDER[order]} LIMIT ?""",
+        [*p, *params, int(limit)],
+    )
+
+
+def run_header(trace_id: str) -> Query:
+    """One run's row with its cache hit rate and verdict (``run_summary`` plus the cache figure)."""
+    hit = "cache_read_tokens::DOUBLE / nullif(uncached_input_tokens + cache_write_tokens + cache_read_tokens, 0)"
+    return Query(
+        f"""SELECT *, {hit} AS hit_rate,
+       CASE WHEN {hit} IS NULL THEN 'no data' WHEN {hit} > {CACHE_HEALTHY} THEN 'healthy'
+            WHEN {hit} > {CACHE_WEAK} THEN 'weak' ELSE 'broken' END AS verdict
+FROM runs WHERE trace_id = ?""",
+        [trace_id],
+    )
+
+
+def run_trace_tree(trace_id: str) -> Query:
+    """Every span of a run for the trace tree: timing, status, tool outcome, tokens and cost.
+
+    ``offset_ms`` is from the run's first span; durations come from nanosecond
+    epochs (``epoch_ms`` on TIMESTAMP_NS fails on duckdb 2.0, see ``run_spans``).
+    """
+    return Query(
+        f"""SELECT s.span_id, s.parent_span_id, s.name, s.operation, s.kind,
+       s.start_time, s.end_time,
+       (epoch_ns(s.start_time) - min(epoch_ns(s.start_time)) OVER ()) / 1e6 AS offset_ms,
+       (epoch_ns(s.end_time) - epoch_ns(s.start_time)) / 1e6 AS duration_ms,
+       s.status_code, s.status_message, {_TOOL_NAME} AS tool, {_SOFT_FAILURE} AS soft_failure,
+       {_TOOL_RESULT} AS tool_result, coalesce(json_array_length(s.events), 0) AS events,
+       c.model, c.attempt, nullif(c.retry_cause, '') AS retry_cause, c.finish_reason, c.error_type,
+       c.uncached_input_tokens, c.cache_write_tokens, c.cache_read_tokens, c.output_tokens, c.unpriced,
+       {USD.replace("usd_", "c.usd_")} AS usd
+FROM spans s LEFT JOIN charges c USING (trace_id, span_id)
+WHERE s.trace_id = ? ORDER BY s.start_time, s.span_id""",
+        [trace_id],
+    )
+
+
+def run_guard_events(trace_id: str) -> Query:
+    """A run's guard events in time order, with the span they were recorded on."""
+    return Query(
+        """SELECT g.time, (epoch_ns(g.time) - epoch_ns(r.started_at)) / 1e6 AS offset_ms, g.name, g.shape, g.action,
+       g.tool, g.cause, g.attributes, g.span_id, s.name AS span_name
+FROM guard_events g LEFT JOIN spans s USING (trace_id, span_id) LEFT JOIN runs r USING (trace_id)
+WHERE g.trace_id = ? ORDER BY g.time, g.span_id, g.seq""",
+        [trace_id],
+    )
+
+
+def run_budget_limits(trace_id: str) -> Query:
+    """USD limits that applied to one run: from its budget events, and per-run spend budgets in scope."""
+    return Query(
+        f"""SELECT 'event' AS source, replace(g.name, 'turnledger.', '') AS name,
+       TRY_CAST(json_extract_string(g.attributes, '$.limit_usd') AS DOUBLE) AS limit_usd,
+       TRY_CAST(json_extract_string(g.attributes, '$.fraction') AS DOUBLE) AS fraction
+FROM guard_events g
+WHERE g.trace_id = ? AND g.name IN {_BUDGET_EVENTS} AND json_extract_string(g.attributes, '$.limit_usd') IS NOT NULL
+UNION ALL
+SELECT 'budget' AS source, b.name, b.limit_value::DOUBLE AS limit_usd, b.soft_fraction AS fraction
+FROM budgets b JOIN runs r ON r.trace_id = ?
+WHERE b.time_window = 'run' AND b.metric = 'spend' AND b.limit_value IS NOT NULL
+  AND (b.scope_kind IN ('global', 'run') OR (b.scope_kind = 'tenant' AND b.scope_value = r.tenant)
+       OR (b.scope_kind = 'agent' AND b.scope_value = r.agent_name))""",
+        [trace_id, trace_id],
+    )
+
+
+def _loop_windows(f: Filters) -> tuple[str, list[Any]]:
+    """CTEs ``lt`` (loop trips of filtered runs) and ``lw`` (one loop window per run and tool).
+
+    A window runs from the run's first call of the tripped tool to its last
+    trip; ``loop_usd`` is every model call started inside it: the calls that
+    kept choosing the repeated tool. Tools are matched by span name
+    (``execute_tool {tool}``, the GenAI convention) rather than by parsing span
+    attributes: at millions of spans, reading the attribute JSON is what
+    would make this page slow. (A tool also used normally before the loop
+    widens the window; the figure is then an upper bound.)
+    """
+    w, p = _with(f)
+    return (
+        w
+        + f""", lt AS (
+    SELECT g.trace_id, g.time, coalesce(g.shape, 'unknown') AS shape, g.action, coalesce(g.tool, 'unknown') AS tool
+    FROM guard_events g SEMI JOIN fr USING (trace_id) WHERE g.name = '{c.EVENT_LOOP_TRIP}'
+),
+tripped AS (
+    SELECT trace_id, tool, count(*) AS trips, max(time) AS last_trip,
+           string_agg(DISTINCT shape, ', ' ORDER BY shape) AS shapes,
+           string_agg(DISTINCT action, ', ' ORDER BY action) AS actions
+    FROM lt GROUP BY trace_id, tool
+),
+repeats AS (
+    SELECT t.trace_id, t.tool, min(s.start_time) AS loop_start, count(*) AS repeated_calls
+    FROM tripped t JOIN spans s ON s.trace_id = t.trace_id AND s.name = 'execute_tool ' || t.tool
+    WHERE s.operation = 'execute_tool' AND s.start_time <= t.last_trip
+    GROUP BY t.trace_id, t.tool
+),
+lw AS (
+    SELECT t.*, r.loop_start, coalesce(r.repeated_calls, 0) AS repeated_calls,
+           (SELECT sum({USD}) FROM charges ch WHERE ch.trace_id = t.trace_id
+              AND ch.start_time BETWEEN r.loop_start AND t.last_trip) AS loop_usd
+    FROM tripped t LEFT JOIN repeats r USING (trace_id, tool)
+)
+""",
+        p,
+    )
+
+
+def loop_trips_over_time(f: Filters = NO_FILTERS, bucket: str = "day") -> Query:
+    """Loop-detector trips per time bucket, shape and tool, with the spend of the runs they hit."""
+    if bucket not in _BUCKETS:
+        raise ValueError(f"bucket={bucket!r}: choose one of {sorted(_BUCKETS)}")
+    w, p = _with(f)
+    return Query(
+        w
+        + f""", per_run AS (
+    SELECT date_trunc('{bucket}', g.time) AS bucket, coalesce(g.shape, 'unknown') AS shape,
+           coalesce(g.tool, 'unknown') AS tool, g.trace_id, count(*) AS trips
+    FROM guard_events g SEMI JOIN fr USING (trace_id) WHERE g.name = '{c.EVENT_LOOP_TRIP}'
+    GROUP BY ALL
+)
+SELECT p.bucket, p.shape, p.tool, sum(p.trips) AS trips, count(*) AS runs_affected,
+       sum(fr.usd_total) AS spend_in_affected_runs
+FROM per_run p JOIN fr USING (trace_id) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""",
+        p,
+    )
+
+
+def loop_trip_runs(f: Filters = NO_FILTERS, limit: int = 100) -> Query:
+    """Runs with loop trips, per tool: trips, the repeated calls, the spend inside the loop and overall."""
+    w, p = _loop_windows(f)
+    return Query(
+        w
+        + """SELECT lw.trace_id, fr.agent_name, fr.tenant, fr.started_at, lw.tool, lw.shapes, lw.actions, lw.trips,
+       lw.repeated_calls, lw.loop_start, lw.last_trip, coalesce(lw.loop_usd, 0) AS loop_usd,
+       fr.usd_total AS run_usd, coalesce(fr.stop_cause, 'in progress') AS stop_cause
+FROM lw JOIN fr USING (trace_id) ORDER BY loop_usd DESC, run_usd DESC, lw.trace_id, lw.tool LIMIT ?""",
+        [*p, int(limit)],
+    )
+
+
+def loop_spend(f: Filters = NO_FILTERS) -> Query:
+    """Totals of ``loop_trip_runs``: money spent inside loops, and in the runs that looped."""
+    w, p = _loop_windows(f)
+    return Query(
+        w
+        + """SELECT count(DISTINCT lw.trace_id) AS runs_affected, coalesce(sum(lw.trips), 0) AS trips,
+       coalesce(sum(lw.repeated_calls), 0) AS repeated_calls, coalesce(sum(lw.loop_usd), 0) AS loop_usd,
+       (SELECT coalesce(sum(usd_total), 0) FROM fr WHERE trace_id IN (SELECT trace_id FROM lw)) AS spend_in_affected_runs
+FROM lw""",
+        p,
+    )
+
+
+def budget_events(f: Filters = NO_FILTERS, limit: int = 200) -> Query:
+    """Budget warn/stop events the harness recorded on runs (before any budget rule exists)."""
+    w, p = _with(f)
+    return Query(
+        w
+        + f"""SELECT g.time, g.trace_id, fr.agent_name, fr.tenant, replace(g.name, 'turnledger.budget.', '') AS level,
+       json_extract_string(g.attributes, '$.kind') AS kind,
+       TRY_CAST(json_extract_string(g.attributes, '$.spent_usd') AS DOUBLE) AS spent_usd,
+       TRY_CAST(json_extract_string(g.attributes, '$.limit_usd') AS DOUBLE) AS limit_usd,
+       TRY_CAST(json_extract_string(g.attributes, '$.fraction') AS DOUBLE) AS fraction,
+       fr.usd_total AS run_usd, coalesce(fr.stop_cause, 'in progress') AS stop_cause
+FROM guard_events g JOIN fr USING (trace_id) WHERE g.name IN {_BUDGET_EVENTS}
+ORDER BY g.time DESC, g.trace_id LIMIT ?""",
+        [*p, int(limit)],
+    )
+
+
+def budget_status() -> Query:
+    """Each budget rule with the spend in its current window (spend budgets) and its latest alert.
+
+    Windows are evaluated at query time in UTC: ``day``/``month`` from the start
+    of the calendar period, ``rolling_*`` back from now. Per-run budgets and
+    non-spend metrics have no single current value here; their latest alert is.
+    """
+    return Query(
+        f"""WITH b AS (
+    SELECT *, CASE time_window
+        WHEN 'rolling_hour' THEN (now() AT TIME ZONE 'UTC') - INTERVAL 1 HOUR
+        WHEN 'rolling_day' THEN (now() AT TIME ZONE 'UTC') - INTERVAL 1 DAY
+        WHEN 'day' THEN date_trunc('day', now() AT TIME ZONE 'UTC')
+        WHEN 'month' THEN date_trunc('month', now() AT TIME ZONE 'UTC') END AS window_start
+    FROM budgets
+),
+latest AS (
+    SELECT budget_id, arg_max(level, fired_at) AS last_level, max(fired_at) AS last_alert_at,
+           arg_max(value, fired_at) AS last_alert_value, count(*) AS alerts
+    FROM alerts GROUP BY budget_id
+)
+SELECT b.id, b.name, b.scope_kind, b.scope_value, b.time_window, b.metric, b.limit_value AS limit_usd,
+       b.soft_fraction, b.window_start,
+       CASE WHEN b.metric = 'spend' AND b.window_start IS NOT NULL THEN (
+           SELECT coalesce(sum({USD.replace("usd_", "ch.usd_")}), 0) FROM charges ch LEFT JOIN runs r USING (trace_id)
+           WHERE ch.start_time >= b.window_start
+             AND (b.scope_kind = 'global' OR (b.scope_kind = 'tenant' AND ch.tenant = b.scope_value)
+                  OR (b.scope_kind = 'agent' AND r.agent_name = b.scope_value)
+                  OR (b.scope_kind = 'model' AND ch.model = b.scope_value)
+                  OR (b.scope_kind = 'call_site' AND ch.call_site = b.scope_value))) END AS current_usd,
+       latest.last_level, latest.last_alert_at, latest.last_alert_value, coalesce(latest.alerts, 0) AS alerts
+FROM b LEFT JOIN latest ON latest.budget_id = b.id ORDER BY b.name, b.id""",
+    )
+
+
+def alert_history(limit: int = 200) -> Query:
+    """Alerts fired, newest first, with their budget and how delivery went."""
+    return Query(
+        """SELECT a.fired_at, a.level, b.name AS budget, b.scope_kind, b.scope_value, b.time_window,
+       a.value, b.limit_value AS limit_usd, a.window_start, a.figures,
+       (SELECT count(*) FROM alert_deliveries d WHERE d.alert_id = a.id) AS delivery_attempts,
+       (SELECT arg_max(d.status, d.attempted_at) FROM alert_deliveries d WHERE d.alert_id = a.id) AS last_delivery
+FROM alerts a LEFT JOIN budgets b ON b.id = a.budget_id ORDER BY a.fired_at DESC, a.id LIMIT ?""",
+        [int(limit)],
+    )
+
+
+def price_sources(f: Filters = NO_FILTERS) -> Query:
+    """Which price source and version priced each model's charges (what was actually applied)."""
+    w, p = _with(f)
+    return Query(
+        w
+        + """SELECT provider, model, price_source, price_version, count(*) AS calls, sum(usd) AS usd,
+       min(start_time) AS first_call, max(start_time) AS last_call
+FROM fc GROUP BY provider, model, price_source, price_version ORDER BY usd DESC, model, price_version""",
+        p,
+    )
+
+
+QUERIES.update(
+    {
+        fn.__name__: fn
+        for fn in (
+            filter_values,
+            time_bounds,
+            charge_totals,
+            cost_histogram,
+            cost_by_turns,
+            typical_run,
+            find_runs,
+            run_header,
+            run_trace_tree,
+            run_guard_events,
+            run_budget_limits,
+            loop_trips_over_time,
+            loop_trip_runs,
+            loop_spend,
+            budget_events,
+            budget_status,
+            alert_history,
+            price_sources,
+        )
+    }
+)

@@ -1,0 +1,403 @@
+"""Pure logic behind the dashboard's debugging views; no Streamlit, no SQL.
+
+* ``estimate_tokens`` / ``payload_components``: what each part of a captured
+  request costs in tokens, roughly (characters / 4 of its compact JSON).
+* ``first_prefix_change``: between two turns' payloads, the first change inside
+  the part that should have stayed byte-identical (model, tools, system, the
+  earlier messages). That change is the cache invalidator; the new messages at
+  the end are supposed to differ and are ignored, as the seed's audit does.
+* ``check_cache``: flags turns whose cache reads fell short of what the
+  previous call of the same call site and model had cached;
+  ``merge_prefix_findings`` adds the turns whose payload changed inside the
+  prefix (which usage alone cannot show when no cache is in use).
+* ``tree_rows``: a trace's spans in depth-first order with their depth.
+* ``expense_reasons`` / ``quadratic_fit``: why a run was expensive, and the
+  a·n + b·n² curve that turn count vs cost follows when history is re-sent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CacheCheck",
+    "Component",
+    "PrefixChange",
+    "check_cache",
+    "estimate_tokens",
+    "expense_reasons",
+    "first_prefix_change",
+    "merge_prefix_findings",
+    "payload_components",
+    "payload_diff",
+    "payload_json",
+    "previous_same_call",
+    "quadratic_fit",
+    "tree_rows",
+]
+
+CHARS_PER_TOKEN = 4
+# A cache read this far below what the previous call cached counts as a break
+# (a few tokens of slack: providers round cache blocks).
+CACHE_BREAK_TOLERANCE = 0.02
+_SNIPPET = 40
+
+
+def _compact(value: Any) -> str:
+    # Key order kept: an ordering change is itself an invalidator worth seeing.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def payload_json(payload: Any) -> str:
+    """The payload as indented JSON text, key order as sent (for display and download)."""
+    return json.dumps(payload, ensure_ascii=False, indent=2)
+
+
+def estimate_tokens(value: Any) -> int:
+    """~characters / 4 of the compact JSON (a string counts by its own characters)."""
+    text = value if isinstance(value, str) else _compact(value)
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class Component:
+    part: str  # "system", "tools[1]", "messages[3]", "model", ...
+    label: str  # a short description: tool name, message role and block types
+    chars: int
+    tokens: int
+
+
+def _message_label(message: Any) -> str:
+    if not isinstance(message, Mapping):
+        return type(message).__name__
+    role = str(message.get("role", "?"))
+    content = message.get("content")
+    if isinstance(content, str):
+        return f"{role}: text"
+    if isinstance(content, list):
+        kinds = []
+        for block in content:
+            kind = str(block.get("type", "?")) if isinstance(block, Mapping) else type(block).__name__
+            name = block.get("name") if isinstance(block, Mapping) else None
+            kinds.append(f"{kind} {name}" if name else kind)
+        return f"{role}: {', '.join(kinds)}"
+    return role
+
+
+def payload_components(payload: Mapping[str, Any]) -> list[Component]:
+    """One row per part of the request, in the order it was sent, with a token estimate."""
+    out: list[Component] = []
+    for key, value in payload.items():
+        if key == "tools" and isinstance(value, list):
+            for i, tool in enumerate(value):
+                name = tool.get("name", "") if isinstance(tool, Mapping) else ""
+                text = _compact(tool)
+                out.append(Component(f"tools[{i}]", f"tool {name}".strip(), len(text), estimate_tokens(text)))
+        elif key == "messages" and isinstance(value, list):
+            for i, message in enumerate(value):
+                text = _compact(message)
+                out.append(Component(f"messages[{i}]", _message_label(message), len(text), estimate_tokens(text)))
+        else:
+            text = _compact(value)
+            label = "system prompt" if key == "system" else "request field"
+            out.append(Component(key, label, len(text), estimate_tokens(text)))
+    return out
+
+
+@dataclass(frozen=True)
+class PrefixChange:
+    """The first difference inside what should have been a stable prefix."""
+
+    part: str  # "model", "tools", "system", "messages[2]", "field order"
+    path: str  # JSON path of the first differing value, e.g. system[0].text
+    what: str  # one sentence: what changed
+    before: str  # a snippet of the earlier payload at that spot
+    after: str  # the same spot in the later payload
+
+
+def _snippet(text: str, at: int) -> str:
+    start = max(0, at - _SNIPPET)
+    end = at + _SNIPPET
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
+
+
+def _first_difference(a: Any, b: Any, path: str) -> PrefixChange | None:
+    """Walk two JSON values in their own key order; report the first place they differ."""
+    if type(a) is not type(b):
+        return PrefixChange(
+            "", path, f"type changed from {type(a).__name__} to {type(b).__name__}", _compact(a), _compact(b)
+        )
+    if isinstance(a, dict):
+        ka, kb = list(a), list(b)
+        for key in ka:
+            if key not in b:
+                return PrefixChange("", f"{path}.{key}", f"key {key!r} removed", _compact(a[key]), "(absent)")
+        for key in kb:
+            if key not in a:
+                return PrefixChange("", f"{path}.{key}", f"key {key!r} added", "(absent)", _compact(b[key]))
+        for key in ka:
+            found = _first_difference(a[key], b[key], f"{path}.{key}")
+            if found:
+                return found
+        if ka != kb:
+            return PrefixChange(
+                "", path, "same keys in a different order (serialize with a fixed key order)", str(ka), str(kb)
+            )
+        return None
+    if isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = _first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        if len(a) != len(b):
+            return PrefixChange("", path, f"list length changed from {len(a)} to {len(b)}", str(len(a)), str(len(b)))
+        return None
+    if isinstance(a, str):
+        if a == b:
+            return None
+        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        return PrefixChange("", path, f"text differs from character {at}", _snippet(a, at), _snippet(b, at))
+    if a != b:
+        return PrefixChange("", path, "value changed", _compact(a), _compact(b))
+    return None
+
+
+def first_prefix_change(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> PrefixChange | None:
+    """The cache invalidator between two payloads of one conversation, or None.
+
+    The stable prefix is what the provider caches, in its order: the model, the
+    tool definitions, the system prompt, then every message of ``earlier``. The
+    messages ``later`` appends after those are expected to be new and are not
+    a finding. A history that got shorter (truncated or summarized) is one.
+    A request that neither grows the earlier one nor starts like it is an
+    independent call (a summarizer's next document): only model, tools and
+    system prompt are compared.
+    """
+    if earlier.get("model") != later.get("model"):
+        return PrefixChange(
+            "model",
+            "model",
+            "model switched (a cache belongs to one model)",
+            _compact(earlier.get("model")),
+            _compact(later.get("model")),
+        )
+    for part in ("tools", "system"):
+        a, b = earlier.get(part), later.get(part)
+        if _compact(a) == _compact(b):
+            continue
+        found = _first_difference(a, b, part) or PrefixChange(part, part, "changed", _compact(a), _compact(b))
+        return PrefixChange(part, found.path, found.what, found.before, found.after)
+    old = earlier.get("messages") or []
+    new = later.get("messages") or []
+    if len(new) <= len(old) and old and new and _compact(old[0]) != _compact(new[0]):
+        old = []  # not a continuation: an independent request (a summarizer's next document)
+    for i, message in enumerate(old):
+        if i >= len(new):
+            return PrefixChange(
+                f"messages[{i}]",
+                f"messages[{i}]",
+                f"history shrank from {len(old)} to {len(new)} messages (truncated or summarized)",
+                _compact(message),
+                "(absent)",
+            )
+        if _compact(message) != _compact(new[i]):
+            diff = _first_difference(message, new[i], f"messages[{i}]")
+            if diff is None:  # equal values, different serialization: cannot happen with json.dumps
+                diff = PrefixChange("", f"messages[{i}]", "changed", _compact(message), _compact(new[i]))
+            return PrefixChange(f"messages[{i}]", diff.path, diff.what, diff.before, diff.after)
+    order = [k for k in earlier if k in ("tools", "system", "messages")]
+    if order != [k for k in later if k in ("tools", "system", "messages")]:
+        return PrefixChange(
+            "field order", "", "request fields sent in a different order", str(list(earlier)), str(list(later))
+        )
+    return None
+
+
+def payload_diff(earlier: Any, later: Any, context: int = 2) -> str:
+    """A unified diff of the two payloads' indented JSON (key order as sent, never sorted)."""
+    a = payload_json(earlier).splitlines()
+    b = payload_json(later).splitlines()
+    return "\n".join(difflib.unified_diff(a, b, "earlier turn", "later turn", lineterm="", n=context))
+
+
+@dataclass(frozen=True)
+class CacheCheck:
+    turn: int
+    status: str  # "first call" | "ok" | "broke" | "not cached"
+    expected_read: int  # tokens the previous call of this call site and model had cached
+    cache_read: int
+    note: str
+
+
+def check_cache(turns: Iterable[Mapping[str, Any]]) -> list[CacheCheck]:
+    """Flag turns where the prompt cache broke, from usage alone.
+
+    A call can read back what the previous call (same call site and model)
+    wrote or read. Reading less than that means the prefix changed in between
+    (or the cache expired): the difference was billed again at full price.
+    Rows need ``turn``, ``call_site``, ``model``, ``cache_read_tokens``,
+    ``cache_write_tokens`` and ``uncached_input_tokens``.
+    """
+    out: list[CacheCheck] = []
+    previous: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+    for row in turns:
+        key = (row.get("call_site"), row.get("model"))
+        read = int(row.get("cache_read_tokens") or 0)
+        write = int(row.get("cache_write_tokens") or 0)
+        turn = int(row["turn"])
+        prev = previous.get(key)
+        previous[key] = row
+        if prev is None:
+            note = f"wrote {write:,} tokens to the cache" if write else "nothing cached yet"
+            out.append(CacheCheck(turn, "first call", 0, read, note))
+            continue
+        expected = int(prev.get("cache_read_tokens") or 0) + int(prev.get("cache_write_tokens") or 0)
+        if expected == 0:
+            status = "not cached" if read == 0 and write == 0 else "first call"
+            note = "no cache breakpoint in use" if status == "not cached" else f"wrote {write:,} tokens to the cache"
+            out.append(CacheCheck(turn, status, 0, read, note))
+        elif read >= expected * (1 - CACHE_BREAK_TOLERANCE):
+            out.append(CacheCheck(turn, "ok", expected, read, f"read back {read:,} of {expected:,} cached tokens"))
+        else:
+            lost = expected - read
+            out.append(
+                CacheCheck(
+                    turn,
+                    "broke",
+                    expected,
+                    read,
+                    f"turn {int(prev['turn'])} cached {expected:,} tokens but only {read:,} were read back: "
+                    f"{lost:,} re-billed (prefix changed or cache expired)",
+                )
+            )
+    return out
+
+
+def previous_same_call(turns: Iterable[Mapping[str, Any]]) -> dict[int, int]:
+    """For each turn, the earlier turn of the same call site and model (what it should share a prefix with)."""
+    last: dict[tuple[Any, Any], int] = {}
+    out: dict[int, int] = {}
+    for row in turns:
+        key = (row.get("call_site"), row.get("model"))
+        turn = int(row["turn"])
+        if key in last:
+            out[turn] = last[key]
+        last[key] = turn
+    return out
+
+
+def merge_prefix_findings(checks: list[CacheCheck], changes: Mapping[int, PrefixChange | None]) -> list[CacheCheck]:
+    """Add what the payloads say to the usage verdicts.
+
+    A turn whose payload changed inside the stable prefix is flagged even when
+    usage cannot show it (no cache in use, or a provider that reports none);
+    a break seen in usage gets its invalidator named.
+    """
+    out = []
+    for check in checks:
+        change = changes.get(check.turn)
+        if change is None:
+            out.append(check)
+            continue
+        where = f"{change.path or change.part}: {change.what}"
+        if check.status == "broke":
+            out.append(
+                CacheCheck(
+                    check.turn, "broke", check.expected_read, check.cache_read, f"{check.note}; invalidator {where}"
+                )
+            )
+        else:
+            out.append(
+                CacheCheck(
+                    check.turn, "prefix changed", check.expected_read, check.cache_read, f"cache invalidated at {where}"
+                )
+            )
+    return out
+
+
+def tree_rows(spans: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
+    """Spans as (depth, span) in depth-first order, children by start time.
+
+    A span whose parent is not in the trace (not arrived yet, or from another
+    service) is shown as a root rather than dropped.
+    """
+    ids = {s["span_id"] for s in spans}
+    children: dict[str, list[Mapping[str, Any]]] = {}
+    roots: list[Mapping[str, Any]] = []
+    for s in spans:
+        parent = s.get("parent_span_id") or ""
+        if parent and parent in ids and parent != s["span_id"]:
+            children.setdefault(parent, []).append(s)
+        else:
+            roots.append(s)
+
+    def order(items: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        return sorted(items, key=lambda s: (s.get("start_time"), s["span_id"]))
+
+    out: list[tuple[int, Mapping[str, Any]]] = []
+    seen: set[str] = set()
+    stack = [(0, s) for s in reversed(order(roots))]
+    while stack:
+        depth, span = stack.pop()
+        if span["span_id"] in seen:  # a cycle in bad data: show each span once
+            continue
+        seen.add(span["span_id"])
+        out.append((depth, span))
+        stack += [(depth + 1, c) for c in reversed(order(children.get(span["span_id"], [])))]
+    return out
+
+
+def expense_reasons(run: Mapping[str, Any], typical: Mapping[str, Any]) -> list[str]:
+    """Short reasons a run cost more than the typical one (long-tail table)."""
+    times = run.get("times_median")
+    if times is not None and not (isinstance(times, float) and math.isnan(times)) and times <= 1:
+        return ["not expensive: at or below the median cost"]
+    reasons: list[str] = []
+    turns = int(run.get("turns") or 0)
+    median_turns = float(typical.get("median_turns") or 0)
+    if turns and median_turns and turns >= 2 * median_turns and turns > 2:
+        reasons.append(f"{turns} turns ({turns / median_turns:.0f}× the median): history re-sent every turn")
+    if str(run.get("stop_cause") or "") == "max_steps":
+        reasons.append("ran into the step cap")
+    hit = run.get("hit_rate")
+    input_tokens = int(run.get("input_tokens") or 0)
+    if hit is not None and not (isinstance(hit, float) and math.isnan(hit)) and input_tokens >= 1024 and hit <= 0.1:
+        reasons.append(f"cache hit rate {hit:.0%} on {input_tokens:,} input tokens")
+    median_in = float(typical.get("median_input_tokens") or 0)
+    if median_in and input_tokens >= 4 * median_in:
+        reasons.append(f"{input_tokens / median_in:.0f}× the median input tokens")
+    retries = int(run.get("retry_attempts") or 0)
+    if retries:
+        reasons.append(f"{retries} retried call{'s' if retries > 1 else ''}")
+    trips = int(run.get("loop_trips") or 0)
+    if trips:
+        reasons.append(f"{trips} loop-detector trip{'s' if trips > 1 else ''}")
+    models = [m for m in str(run.get("models") or "").split(",") if m]
+    if len(models) > 1:
+        reasons.append(f"model mix: {', '.join(models)}")
+    return reasons or ["no single cause: a large request"]
+
+
+def quadratic_fit(turns: Sequence[float], cost: Sequence[float]) -> tuple[float, float] | None:
+    """Least-squares (a, b) of cost ≈ a·n + b·n² (through the origin), or None if underdetermined."""
+    pts = [
+        (float(n), float(y))
+        for n, y in zip(turns, cost, strict=True)
+        if n is not None and y is not None and not math.isnan(float(y)) and float(n) > 0
+    ]
+    if len({n for n, _ in pts}) < 2:
+        return None
+    s11 = sum(n * n for n, _ in pts)
+    s12 = sum(n**3 for n, _ in pts)
+    s22 = sum(n**4 for n, _ in pts)
+    t1 = sum(n * y for n, y in pts)
+    t2 = sum(n * n * y for n, y in pts)
+    det = s11 * s22 - s12 * s12
+    if det == 0:
+        return None
+    return (t1 * s22 - t2 * s12) / det, (s11 * t2 - s12 * t1) / det

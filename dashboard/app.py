@@ -1,0 +1,39 @@
+"""Streamlit entry point: ``streamlit run dashboard/app.py -- --db PATH``.
+
+Sets up the data source once per session, draws the shared sidebar (source,
+refresh, filters) and hands over to the page picked in the navigation.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard import loaders, ui
+from dashboard.data import parse_app_args, source_spec
+
+HERE = Path(__file__).parent
+# Pages live in views/, not pages/: Streamlit auto-discovers a pages/ folder and serves
+# a deep link (say /guards) from it before this script has called st.navigation.
+
+st.set_page_config(page_title="turnledger", page_icon=":material/receipt_long:", layout="wide")
+
+if "tl_source_spec" not in st.session_state:
+    args = parse_app_args(sys.argv[1:])
+    loaders.set_spec(source_spec(args.db, args.server))
+
+PAGES = [
+    st.Page(HERE / "views/overview.py", title="Spend overview", icon=":material/payments:", url_path="overview", default=True),
+    st.Page(HERE / "views/long_tail.py", title="Long tail", icon=":material/trending_up:", url_path="long_tail"),
+    st.Page(HERE / "views/run_explorer.py", title="Run explorer", icon=":material/account_tree:", url_path="run_explorer"),
+    st.Page(HERE / "views/guards.py", title="Guards", icon=":material/shield:", url_path="guards"),
+    st.Page(HERE / "views/budgets.py", title="Budgets & alerts", icon=":material/savings:", url_path="budgets"),
+    st.Page(HERE / "views/models.py", title="Models & prices", icon=":material/sell:", url_path="models"),
+]  # fmt: skip
+
+page = st.navigation(PAGES)
+ui.render_sidebar()
+ui.auto_refresh_tick()
+page.run()

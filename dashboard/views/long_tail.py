@@ -1,0 +1,100 @@
+"""Long tail: the most expensive runs, why they cost what they did, and how cost grows with turns."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, ui
+from dashboard.analysis import expense_reasons
+from dashboard.loaders import load
+from dashboard.ui import count, first_row, metric, pct, usd
+
+TOP = 20
+TAIL_COLUMNS = ["open", "usd_total", "times_median", "why", "turns", "hit_rate", "retry_attempts", "loop_trips",
+                "models", "stop_cause", "agent_name", "tenant", "started_at", "trace_id"]  # fmt: skip
+
+
+def render() -> None:
+    st.title("Long tail")
+    st.caption(
+        "A few runs cost many times the median; a mean hides them. This page lists them with what made them "
+        "expensive. Follows the sidebar filters."
+    )
+    f = ui.current_filters()
+    if not ui.has_runs(f):
+        return
+    typical = first_row(load("typical_run", f))
+    cost = first_row(load("cost_per_run", f))
+    c = st.columns(5)
+    metric(c[0], "Median cost per run", usd(cost["median_usd"]), "Half the runs cost less than this.")
+    metric(c[1], "p95 cost per run", usd(cost["p95_usd"]), "95% of runs cost less than this.")
+    metric(c[2], "p99 cost per run", usd(cost["p99_usd"]), "99% of runs cost less than this.")
+    metric(c[3], "Most expensive run", usd(cost["max_usd"]), "The single most expensive run.")
+    metric(
+        c[4],
+        "Spend in the tail",
+        pct(typical.get("share_of_spend_from_p95")),
+        "Share of all spend from the runs costing at least the p95 "
+        f"({count(typical.get('runs_from_p95'))} of {count(typical.get('runs'))} runs).",
+    )
+
+    tail = load("long_tail", f, limit=TOP)
+    tail["why"] = ["; ".join(expense_reasons(row, typical)) for row in tail.to_dict("records")]
+    tail["open"] = [f"./run_explorer?trace={t}" for t in tail["trace_id"]]
+    st.subheader(f"The {len(tail)} most expensive runs", anchor=False)
+    st.caption(
+        f"Median run: {count(typical.get('median_turns'))} turns, {count(typical.get('median_input_tokens'))} input "
+        f"tokens, {usd(typical.get('median_usd'))}. 'why' compares each run to that. Open a run to see its trace and "
+        "the exact context of each turn."
+    )
+    st.dataframe(
+        tail[TAIL_COLUMNS],
+        hide_index=True,
+        height=min(36 * (len(tail) + 1) + 3, 760),  # every listed run visible without scrolling
+        column_config={
+            "open": st.column_config.LinkColumn("run", display_text="open ↗", width="small"),
+            "usd_total": st.column_config.NumberColumn("cost", format="$%.4f"),
+            "times_median": st.column_config.NumberColumn("× median", format="%.1f×"),
+            "why": st.column_config.TextColumn("why it was expensive", width="large"),
+            "hit_rate": st.column_config.NumberColumn("cache hit rate", format="percent"),
+            "retry_attempts": "retries",
+            "loop_trips": "loop trips",
+            "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+        },
+        key="tail_table",
+    )
+
+    left, right = st.columns(2)
+    with left:
+        by_turns = load("cost_by_turns", f)
+        st.plotly_chart(charts.turns_vs_cost(by_turns), key="turns_vs_cost")
+        st.caption(
+            "Each dot is every run with that many turns (size: how many runs); the y value is their median cost, "
+            "triangles their p95. Cost grows faster than the turn count because every turn re-sends the whole "
+            "history: the dotted a·n + b·n² fit shows the curve."
+        )
+    with right:
+        options = tail["trace_id"].tolist()
+        labels = {t: f"{t[:12]}… · {usd(v)} · {n} turns" for t, v, n in zip(tail["trace_id"], tail["usd_total"], tail["turns"], strict=True)}  # fmt: skip
+        chosen = st.selectbox("Run", options, format_func=lambda t: labels.get(t, t), key="tail_run")
+        if chosen:
+            turns = load("run_turns", trace_id=chosen)
+            limits = [
+                (f"{'budget' if r['source'] == 'budget' else 'limit'} ({r['name']})", float(r["limit_usd"]))
+                for r in load("run_budget_limits", trace_id=chosen).to_dict("records")
+            ]
+            reference = not limits
+            if reference and cost.get("p95_usd"):
+                limits = [("p95 of all runs", float(cost["p95_usd"]))]
+            st.plotly_chart(charts.cumulative_cost(turns, limits), key="cumulative")
+            st.caption(
+                "What the run had spent after each turn. The dashed line is "
+                + (
+                    "the p95 cost per run for reference: this run has no budget events and no per-run budget applies."
+                    if reference
+                    else "the budget limit that applied to this run."
+                )
+            )
+
+
+ui.guarded(render)

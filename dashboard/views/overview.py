@@ -1,0 +1,172 @@
+"""Spend overview: where the money goes, under the sidebar's filters."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, ui
+from dashboard.loaders import load
+from dashboard.ui import count, first_row, metric, pct, plural, usd
+from ledger.queries import cache_verdict
+
+HIST_BINS_PER_DECADE = 5
+VERDICT_COLOR = {"healthy": "green", "weak": "orange", "broken": "red"}
+
+
+def render() -> None:
+    st.title("Spend overview")
+    st.caption("Where the money goes. Every figure on this page follows the filters in the sidebar.")
+    f = ui.current_filters()
+    if not ui.has_runs(f):
+        return
+
+    cost = first_row(load("cost_per_run", f))
+    success = first_row(load("cost_per_successful_run", f))
+    totals = first_row(load("charge_totals", f))  # cache hit rate and retry figures in one pass
+    guards = first_row(load("guard_summary", f))
+
+    c = st.columns(5)
+    metric(c[0], "Runs", count(cost["runs"]), "Runs (traces) that started in the selected range and match the filters.")
+    metric(c[1], "Total spend", usd(cost["total_usd"]), "Sum of every charge: all four price terms, every attempt.")
+    metric(
+        c[2],
+        "Median cost per run",
+        usd(cost["median_usd"]),
+        "Half the runs cost less than this (nearest rank: a real run's cost).",
+    )
+    metric(
+        c[3], "p95 cost per run", usd(cost["p95_usd"]), "95% of runs cost less than this. The long tail starts here."
+    )
+    metric(c[4], "p99 cost per run", usd(cost["p99_usd"]), "99% of runs cost less than this.")
+    c = st.columns(5)
+    metric(c[0], "Most expensive run", usd(cost["max_usd"]), "The single most expensive run (see Long tail for why).")
+    metric(
+        c[1],
+        "Cost per successful run",
+        usd(success.get("usd_per_successful_run")),
+        "All spend, failed runs included, divided by the runs whose stop cause is `completed` "
+        f"({count(success.get('successful_runs'))} of {count(success.get('runs'))}).",
+    )
+    verdict = totals.get("verdict") or cache_verdict(totals.get("hit_rate"))
+    metric(
+        c[2],
+        "Cache hit rate",
+        pct(totals.get("hit_rate")),
+        "cache_read / (uncached input + cache write + cache read) input tokens. "
+        "Above 70% is healthy, above 10% weak, else broken: a prefix that keeps changing.",
+        delta=verdict,
+        delta_color=VERDICT_COLOR.get(verdict, "gray"),
+        delta_arrow="off",
+    )
+    metric(
+        c[3],
+        "Retry charges",
+        usd(totals.get("retry_usd")),
+        "What the attempts after the first of a retried call were charged: retries are not free "
+        f"({plural(totals.get('retry_attempts'), 'attempt')} in {plural(totals.get('runs_with_retries'), 'run')}).",
+        delta=f"{pct(totals.get('retry_share_of_spend'), 2)} of spend",
+        delta_color="gray",
+        delta_arrow="off",
+    )
+    metric(
+        c[4],
+        "Loop-detector trips",
+        count(guards.get("loop_trips")),
+        "Times the loop detector nudged or halted a run that kept repeating itself (see Guards).",
+        delta=f"in {plural(guards.get('runs_with_loop_trips'), 'run')}",
+        delta_color="gray",
+        delta_arrow="off",
+    )
+    c = st.columns(5)
+    metric(
+        c[0],
+        "Step-cap stops",
+        pct(guards.get("step_cap_rate")),
+        "Share of runs stopped by the step limit (stop cause max_steps).",
+    )
+    metric(
+        c[1],
+        "Budget stops",
+        pct(guards.get("budget_stop_rate")),
+        "Share of runs stopped because a hard budget ran out (stop cause budget_exceeded).",
+    )
+    metric(
+        c[2],
+        "Unpriced calls",
+        count(guards.get("unpriced_calls")),
+        "Model calls whose model has no known price: counted at $0 until priced (see Models & prices).",
+        delta="needs a price" if guards.get("unpriced_calls") else None,
+        delta_color="red",
+        delta_arrow="off",
+    )
+    metric(
+        c[3], "Mean cost per run", usd(cost.get("mean_usd")), "Shown for comparison only: the mean hides the long tail."
+    )
+
+    bounds = first_row(load("time_bounds", f))
+    bucket = ui.bucket_for(bounds["last_run"] - bounds["first_run"])
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(charts.spend_over_time(load("spend_over_time", f, bucket=bucket), bucket), key="spend_time")
+        st.caption(
+            f"Each bar is one {bucket} of model-call spend (UTC); colours split it by model. Taller = more money."
+        )
+    with right:
+        hist = load("cost_histogram", f, bins_per_decade=HIST_BINS_PER_DECADE)
+        st.plotly_chart(
+            charts.cost_distribution(hist, cost["median_usd"], cost["p95_usd"], HIST_BINS_PER_DECADE), key="cost_dist"
+        )
+        free = int(hist.loc[hist["lo_usd"] == 0, "runs"].sum())
+        st.caption(
+            "How many runs cost how much; the x axis is logarithmic (each step is ×10). "
+            "Dashed lines: median and p95. A far-right bump is the long tail."
+            + (f" {free} run(s) at $0 (unpriced models) are not drawn." if free else "")
+        )
+    left, right = st.columns(2)
+    with left:
+        models = load("model_attribution", f)
+        st.plotly_chart(charts.model_terms(models), key="model_terms")
+        st.caption(
+            "Spend per model split into the four price terms. Much green (cache read) and little blue "
+            "(uncached input) is what a working prompt cache looks like."
+        )
+    with right:
+        sites = load("call_site_attribution", f)
+        st.plotly_chart(charts.call_sites(sites), key="call_sites")
+        st.caption("Spend per call site: the code path that made the model call (agent loop, summarizer, router…).")
+    left, right = st.columns(2)
+    with left:
+        stops = load("stop_causes", f)
+        st.plotly_chart(charts.stop_causes(stops), key="stop_causes")
+        st.caption("How runs ended: green completed, red anything else (step cap, loop halt, budget stop, error).")
+    with right:
+        st.markdown("**Per model: calls, spend and the four price terms**")
+        st.dataframe(
+            models[
+                [
+                    "model",
+                    "calls",
+                    "usd_total",
+                    "share",
+                    "usd_input",
+                    "usd_output",
+                    "usd_cache_write",
+                    "usd_cache_read",
+                    "unpriced_calls",
+                ]
+            ],
+            hide_index=True,
+            column_config={
+                "usd_total": st.column_config.NumberColumn("spend", format="$%.4f"),
+                "share": st.column_config.ProgressColumn("share", format="percent", min_value=0, max_value=1),
+                "usd_input": st.column_config.NumberColumn("uncached input", format="$%.4f"),
+                "usd_output": st.column_config.NumberColumn("output", format="$%.4f"),
+                "usd_cache_write": st.column_config.NumberColumn("cache write", format="$%.4f"),
+                "usd_cache_read": st.column_config.NumberColumn("cache read", format="$%.4f"),
+                "unpriced_calls": st.column_config.NumberColumn("unpriced calls"),
+            },
+            key="models_table",
+        )
+
+
+ui.guarded(render)

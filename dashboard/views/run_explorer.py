@@ -1,0 +1,404 @@
+"""Run explorer: find a run, see its trace, its turns, and the exact context of any turn.
+
+Everything captured from a run is untrusted text: it is shown with ``st.code``
+and in table cells only, never rendered as markdown or HTML.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, ui
+from dashboard.analysis import (
+    check_cache,
+    first_prefix_change,
+    merge_prefix_findings,
+    payload_components,
+    payload_diff,
+    payload_json,
+    previous_same_call,
+    tree_rows,
+)
+from dashboard.loaders import context, load
+from dashboard.ui import ALL, count, first_row, metric, pct, usd
+from ledger import conventions as conv
+
+TURN_COLUMNS = ["turn", "model", "call_site", "attempts", "uncached_input_tokens", "cache_write_tokens",
+                "cache_read_tokens", "output_tokens", "hit_rate", "usd", "cumulative_usd", "cache", "cache note"]  # fmt: skip
+EVENT_LABELS = {
+    conv.EVENT_LOOP_TRIP: "loop trip",
+    conv.EVENT_BUDGET_WARN: "budget warning",
+    conv.EVENT_BUDGET_STOP: "budget stop",
+    conv.EVENT_RETRY: "retry",
+    conv.EVENT_OFFLOAD: "offload",
+    conv.EVENT_AUTHORIZATION_DENIED: "authorization denied",
+    conv.EVENT_HANDOFF: "hand-off",
+}
+CAPTURE_HINT = (
+    "This call was recorded without its request payload: content capture was off in the producer. "
+    "Turn it on (TURNLEDGER_CAPTURE=redacted, the default in the harness) and run again."
+)
+
+
+def _find_run(f: Any) -> str | None:
+    st.subheader("Find a run", anchor=False)
+    st.caption("By trace id, stop cause or cost here; by tenant, agent, model or time in the sidebar filters.")
+    c = st.columns([3, 2, 1, 1, 2])
+    typed = c[0].text_input(
+        "Trace id (or its first characters)", key="trace", bind="query-params", placeholder="e.g. c24a760f"
+    )
+    causes = [ALL, *[str(v) for v in load("filter_values", dimension="stop_cause")["value"]]]
+    cause = c[1].selectbox("Stop cause", causes, key="find_cause")
+    low = c[2].number_input("Min cost ($)", min_value=0.0, value=None, step=0.01, format="%.4f", key="find_min")
+    high = c[3].number_input("Max cost ($)", min_value=0.0, value=None, step=0.01, format="%.4f", key="find_max")
+    order = c[4].radio(
+        "Sort", ["recent", "cost"], format_func={"recent": "newest first", "cost": "most expensive first"}.get,
+        horizontal=True, key="find_order",
+    )  # fmt: skip
+    found = load(
+        "find_runs",
+        f,
+        trace_id=(typed or "").strip().lower() or None,
+        stop_cause=None if cause == ALL else cause,
+        min_usd=low,
+        max_usd=high,
+        order=order,
+        limit=200,
+    )
+    if found.empty:
+        st.info("No run matches. Clear the trace id or widen the cost range and the sidebar filters.")
+        return None
+    labels = {
+        r["trace_id"]: f"{r['trace_id'][:16]}… · {usd(r['usd_total'])} · {r['agent_name']} · {r['stop_cause']}"
+        for r in found.to_dict("records")
+    }
+    ids = list(labels)
+    with st.expander(ui.plural(len(found), "matching run") + (" (the first 200)" if len(found) == 200 else "")):
+        st.dataframe(
+            found,
+            hide_index=True,
+            column_config={
+                "usd_total": st.column_config.NumberColumn("cost", format="$%.4f"),
+                "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+            },
+            key="found_runs",
+        )
+    exact = (typed or "").strip().lower()
+    index = next((i for i, t in enumerate(ids) if t == exact), 0)
+    return st.selectbox("Run", ids, index=index, format_func=lambda t: labels.get(t, t), key=f"run_pick_{exact}")
+
+
+def _header(run: dict[str, Any]) -> None:
+    stop = run.get("stop_cause") or "in progress"
+    detail = f" ({run['stop_detail']})" if run.get("stop_detail") else ""
+    # Names and causes arrived in spans: plain text only.
+    st.text(
+        f"trace {run['trace_id']} · agent {run.get('agent_name')} {run.get('agent_version') or ''} · "
+        f"tenant {run.get('tenant')} · models {run.get('models')} · stopped: {stop}{detail}"
+    )
+    c = st.columns(6)
+    metric(c[0], "Run cost", usd(run["usd_total"]), "All charges of this run: four price terms, every attempt.")
+    metric(
+        c[1], "Turns", count(run["turns"]), "Model calls made by the agent loop (call site `agent`), retries folded in."
+    )
+    metric(
+        c[2],
+        "Tool calls",
+        count(run["tool_calls"]),
+        "execute_tool spans. A soft failure is a tool that ran but reported a problem ('not found').",
+        delta=f"{count(run['soft_failures'])} soft failures",
+        delta_color="orange" if run["soft_failures"] else "gray",
+        delta_arrow="off",
+    )
+    metric(
+        c[3],
+        "Cache hit rate",
+        pct(run.get("hit_rate")),
+        "cache_read / all input tokens of this run's model calls. >70% healthy, >10% weak, else broken.",
+        delta=run.get("verdict"),
+        delta_color={"healthy": "green", "weak": "orange", "broken": "red"}.get(run.get("verdict") or "", "gray"),
+        delta_arrow="off",
+    )
+    metric(c[4], "Loop trips", count(run["loop_trips"]), "Loop-detector nudges and halts in this run.")
+    metric(c[5], "Retried attempts", count(run["retry_attempts"]), "Model-call attempts after the first, each charged.")
+
+
+def _guard_events(trace_id: str, tree: pd.DataFrame) -> None:
+    events = load("run_guard_events", trace_id=trace_id)
+    st.subheader("Guard events", anchor=False)
+    if events.empty:
+        st.caption("No guard events: no loop trips, budget warnings, retries, offloads, denials or hand-offs.")
+    else:
+        events["event"] = [EVENT_LABELS.get(n, n) for n in events["name"]]
+        st.caption("Decisions the harness's guards took during the run, in time order (details as recorded).")
+        st.dataframe(
+            events[["offset_ms", "event", "shape", "action", "tool", "cause", "attributes", "span_name"]],
+            hide_index=True,
+            column_config={
+                "offset_ms": st.column_config.NumberColumn("at (ms)", format="%.0f"),
+                "attributes": st.column_config.TextColumn("details", width="large"),
+                "span_name": "on span",
+            },
+            key="guard_events",
+        )
+    attempts = tree[
+        (tree["operation"] == "chat") & ((tree["attempt"].fillna(1) > 1) | (tree["status_code"] == "ERROR"))
+    ]
+    if not attempts.empty:
+        st.caption("Retried and failed attempts, each charged as its own row:")
+        st.dataframe(
+            attempts[["offset_ms", "name", "attempt", "retry_cause", "status_code", "error_type", "usd"]],
+            hide_index=True,
+            column_config={
+                "offset_ms": st.column_config.NumberColumn("at (ms)", format="%.0f"),
+                "usd": st.column_config.NumberColumn("charged", format="$%.5f"),
+            },
+            key="retry_attempts",
+        )
+
+
+def _trace_tree(tree: pd.DataFrame) -> None:
+    st.subheader("Trace tree", anchor=False)
+    ordered = tree_rows(tree.to_dict("records"))
+    rows = []
+    for depth, s in ordered:
+        status = s["status_code"]
+        if s.get("soft_failure"):
+            status = f"{status} · soft failure"
+        is_call = isinstance(s.get("model"), str)
+        inp = sum(int(s.get(k) or 0) for k in ("uncached_input_tokens", "cache_write_tokens", "cache_read_tokens"))
+        detail = s.get("tool_result") or s.get("status_message") or ""
+        rows.append(
+            {
+                "span": ("    " * depth) + ("└ " if depth else "") + str(s["name"]),
+                "start (ms)": s["offset_ms"],
+                "duration (ms)": s["duration_ms"],
+                "status": status,
+                "input tokens": inp if is_call else None,
+                "output tokens": s.get("output_tokens") if is_call else None,
+                "cost": s.get("usd") if is_call else None,
+                "events": s.get("events") or None,
+                "result / message": detail,
+            }
+        )
+    st.caption(
+        "Every span of the run, children indented under their parent. Soft failures are tool calls that ran but "
+        "reported a problem (e.g. 'not found'); their result is kept."
+    )
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        column_config={
+            "start (ms)": st.column_config.NumberColumn(format="%.0f"),
+            "duration (ms)": st.column_config.NumberColumn(format="%.0f"),
+            "cost": st.column_config.NumberColumn(format="$%.4f"),
+            "result / message": st.column_config.TextColumn(width="large"),
+        },
+        key="trace_tree",
+    )
+    with st.expander("Timeline", expanded=len(ordered) <= 30):
+        st.plotly_chart(charts.trace_waterfall(ordered), key="waterfall")
+
+
+PREFIX_SCAN_MAX_TURNS = 60  # beyond this, only the turn picked below is compared
+
+
+def _prefix_changes(trace_id: str, turns: pd.DataFrame, usage: list[Any]) -> dict[int, Any]:
+    """First change inside the stable prefix vs the previous call of the same call site and model.
+
+    Only where usage cannot vouch for the prefix: a turn that read back everything
+    the previous call cached kept its prefix, so its payloads are not loaded.
+    """
+    if len(turns) > PREFIX_SCAN_MAX_TURNS:
+        return {}
+    span = dict(zip(turns["turn"].astype(int), turns["span_id"].astype(str), strict=True))
+    vouched = {c.turn for c in usage if c.status == "ok"}
+    out = {}
+    for turn, before in previous_same_call(turns.to_dict("records")).items():
+        if turn in vouched:
+            continue
+        a, b = context(trace_id, span[before]), context(trace_id, span[turn])
+        if a is not None and b is not None:
+            out[turn] = first_prefix_change(a, b)
+    return out
+
+
+def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
+    st.subheader("Turns", anchor=False)
+    usage = check_cache(turns.to_dict("records"))
+    checks = merge_prefix_findings(usage, _prefix_changes(trace_id, turns, usage))
+    turns["cache"] = [c.status for c in checks]
+    turns["cache note"] = [c.note for c in checks]
+    broke = [c for c in checks if c.status == "broke"]
+    changed = [c for c in checks if c.status == "prefix changed"]
+    if broke:
+        st.warning(
+            f"The prompt cache broke on turn {', '.join(str(c.turn) for c in broke)}: tokens cached by the previous "
+            "call were billed again at the full input price. The cause is shown under 'What changed' below.",
+            icon=":material/warning:",
+        )
+    if changed:
+        st.warning(
+            f"The request changed inside its stable prefix on turn {', '.join(str(c.turn) for c in changed)}: "
+            "a prompt cache could not be reused there. See 'What changed' below.",
+            icon=":material/warning:",
+        )
+    if not broke and all(c.status in ("not cached", "first call") for c in checks) and len(checks) > 1:
+        st.info("This run never used the prompt cache: every input token was billed at the full price.")
+    st.caption(
+        "One row per model call in time order (retries folded in). 'cache' compares what each call read from the "
+        "prompt cache with what the previous call had cached."
+    )
+    st.dataframe(
+        turns[TURN_COLUMNS],
+        hide_index=True,
+        column_config={
+            "uncached_input_tokens": st.column_config.NumberColumn("uncached in", format="%d"),
+            "cache_write_tokens": st.column_config.NumberColumn("cache write", format="%d"),
+            "cache_read_tokens": st.column_config.NumberColumn("cache read", format="%d"),
+            "output_tokens": st.column_config.NumberColumn("output", format="%d"),
+            "hit_rate": st.column_config.NumberColumn("hit rate", format="percent"),
+            "usd": st.column_config.NumberColumn("cost", format="$%.4f"),
+            "cumulative_usd": st.column_config.NumberColumn("so far", format="$%.4f"),
+            "cache note": st.column_config.TextColumn(width="large"),
+        },
+        key="turn_table",
+    )
+    return checks
+
+
+def _show_change(before_turn: int, after_turn: int, a: dict[str, Any], b: dict[str, Any]) -> None:
+    change = first_prefix_change(a, b)
+    if change is None:
+        new = len(b.get("messages") or []) - len(a.get("messages") or [])
+        if new > 0:
+            text = (
+                f"Turn {after_turn} kept turn {before_turn}'s prefix byte-for-byte (model, tools, system, "
+                f"earlier messages) and appended {new} message(s): cacheable."
+            )
+        else:
+            text = (
+                f"Turn {after_turn} is a separate request, not a continuation of turn {before_turn}; it kept the "
+                "same model, tools and system prompt: cacheable up to the end of the system prompt."
+            )
+        st.success(text, icon=":material/check_circle:")
+        return
+    st.error(
+        f"First change inside the stable prefix between turn {before_turn} and turn {after_turn}: "
+        "everything after it was recomputed and billed at the full input price (the cache invalidator).",
+        icon=":material/error:",
+    )
+    # Paths and snippets come from the payload: code blocks, never markdown.
+    st.code(
+        f"where:   {change.path or change.part}\nwhat:    {change.what}\n"
+        f"before:  {change.before}\nafter:   {change.after}",
+        language=None,
+        wrap_lines=True,
+    )
+
+
+def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:
+    st.subheader("Exact context of a turn", anchor=False)
+    numbers = turns["turn"].astype(int).tolist()
+    flagged = [c.turn for c in checks if c.status in ("broke", "prefix changed")]
+    default = flagged[0] if flagged else numbers[-1]
+    turn = st.selectbox("Turn", numbers, index=numbers.index(default), key=f"ctx_turn_{trace_id}")
+    row = turns[turns["turn"] == turn].iloc[0]
+    payload = context(trace_id, str(row["span_id"]))
+    if payload is None:
+        st.info(CAPTURE_HINT, icon=":material/visibility_off:")
+        return
+    parts = payload_components(payload)
+    total = sum(p.tokens for p in parts) or 1
+    left, right = st.columns([2, 3])
+    with left:
+        st.caption(
+            f"What turn {turn} sent, part by part. Tokens are an estimate (characters / 4 of the JSON); "
+            f"the provider counted {count(row['uncached_input_tokens'] + row['cache_write_tokens'] + row['cache_read_tokens'])} input tokens."
+        )
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {"part": p.part, "what": p.label, "chars": p.chars, "≈ tokens": p.tokens, "share": p.tokens / total}
+                    for p in parts
+                ]
+            ),
+            hide_index=True,
+            column_config={"share": st.column_config.ProgressColumn(format="percent", min_value=0, max_value=1)},
+            key="components",
+        )
+    with right:
+        text = payload_json(payload)
+        st.caption("The request exactly as sent (after redaction), as JSON text. Copy with the icon, or download.")
+        st.code(text, language="json", wrap_lines=True, height=460)
+        st.download_button(
+            "Download JSON",
+            data=text.encode(),
+            file_name=f"{trace_id[:16]}-turn{turn}.json",
+            mime="application/json",
+            icon=":material/download:",
+            key="download_ctx",
+        )
+
+    st.subheader("What changed between two turns", anchor=False)
+    st.caption(
+        "The part that should stay identical from turn to turn (model, tools, system prompt, earlier messages) "
+        "is what the prompt cache reuses. The first change inside it is the invalidator; new messages at the end "
+        "are expected and not a finding."
+    )
+    c = st.columns(2)
+    # Compare with the previous call of the same call site and model: a summarizer's
+    # request between two agent turns shares no prefix with them.
+    previous = previous_same_call(turns.to_dict("records"))
+    earlier_default = previous.get(turn, max(1, turn - 1))
+    later_default = turn if turn > 1 else min(turn + 1, numbers[-1])
+    earlier = c[0].selectbox(
+        "Earlier turn", numbers, index=numbers.index(earlier_default), key=f"diff_a_{trace_id}_{turn}"
+    )
+    later = c[1].selectbox("Later turn", numbers, index=numbers.index(later_default), key=f"diff_b_{trace_id}_{turn}")
+    if earlier == later:
+        st.caption("Pick two different turns to compare.")
+        return
+    a_row = turns[turns["turn"] == earlier].iloc[0]
+    a = context(trace_id, str(a_row["span_id"]))
+    b = payload if later == turn else context(trace_id, str(turns[turns["turn"] == later].iloc[0]["span_id"]))
+    if a is None or b is None:
+        st.info(CAPTURE_HINT)
+        return
+    if earlier > later:
+        earlier, later, a, b = later, earlier, b, a
+    _show_change(earlier, later, a, b)
+    with st.expander("Full diff of the two payloads"):
+        st.code(payload_diff(a, b) or "(identical)", language="diff", wrap_lines=True, height=400)
+
+
+def render() -> None:
+    st.title("Run explorer")
+    st.caption("Debug one run: its trace, guard events, turns, and the exact context the model saw on any turn.")
+    f = ui.current_filters()
+    if not ui.has_runs(f):
+        return
+    trace_id = _find_run(f)
+    if not trace_id:
+        return
+    run = first_row(load("run_header", trace_id=trace_id))
+    if not run:
+        st.info("That run is not in the ledger (anymore). Pick another one above.")
+        return
+    st.divider()
+    _header(run)
+    tree = load("run_trace_tree", trace_id=trace_id)
+    _guard_events(trace_id, tree)
+    _trace_tree(tree)
+    turns = load("run_turns", trace_id=trace_id)
+    if turns.empty:
+        st.info("This run made no model calls.")
+        return
+    checks = _turns(trace_id, turns)
+    _context(trace_id, turns, checks)
+
+
+ui.guarded(render)

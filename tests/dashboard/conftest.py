@@ -1,0 +1,62 @@
+"""Ledger files for the dashboard tests: the sample traces, and the samples plus extra runs.
+
+Both are built once per session in a temporary folder and only ever opened
+read-only afterwards (by the tests, AppTest and the browser test's server).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from collector.otlp import read_file
+from collector.samples import build as build_sample
+from ledger.ingest import ingest
+from ledger.store import open_ledger
+
+from .scenarios import EXTRA, cache_break_run, hostile_run
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "sample_traces"
+FIVE_TURN = build_sample("five_turn_run")[0].trace_id
+HOSTILE = hostile_run()[0].trace_id
+CACHE_BREAK = cache_break_run()[0].trace_id
+
+
+def _build(path: Path, *, extra: bool) -> Path:
+    con = open_ledger(path)
+    try:
+        for file in sorted(SAMPLES.glob("*.json")):
+            ingest(con, read_file(file))
+        if extra:
+            for scenario in EXTRA.values():
+                ingest(con, scenario())
+    finally:
+        con.close()
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory.mktemp("dash") / "samples.duckdb", extra=False)
+
+
+@pytest.fixture(scope="session")
+def extended_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build(tmp_path_factory.mktemp("dash") / "extended.duckdb", extra=True)
+
+
+@pytest.fixture
+def rows():  # type: ignore[no-untyped-def]
+    """``rows(db, query)``: a ledger query run straight on a file, independent of the dashboard's code."""
+    from ledger import queries as q
+
+    def _rows(db: Path, query: q.Query):  # type: ignore[no-untyped-def]
+        con = open_ledger(db, read_only=True)
+        try:
+            return q.run(con, query)
+        finally:
+            con.close()
+
+    return _rows

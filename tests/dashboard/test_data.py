@@ -1,0 +1,148 @@
+"""Where the dashboard reads from (file or server), and how it is started."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dashboard import cli
+from dashboard.data import FileSource, ServerSource, filter_params, parse_app_args, source_spec
+from ledger import queries as q
+from ledger.errors import TurnledgerError
+
+from .conftest import FIVE_TURN
+
+
+def test_file_source_returns_the_ledgers_rows(sample_db, rows):
+    source = FileSource(sample_db)
+    f = q.Filters(tenant="acme")
+    pd.testing.assert_frame_equal(source.query("cost_per_run", f), rows(sample_db, q.cost_per_run(f)))
+    pd.testing.assert_frame_equal(
+        source.query("run_turns", trace_id=FIVE_TURN), rows(sample_db, q.run_turns(FIVE_TURN))
+    )
+    payload = source.context(FIVE_TURN, source.query("run_turns", trace_id=FIVE_TURN)["span_id"].iloc[0])
+    assert payload is not None and payload["model"] == "claude-opus-5" and len(payload["messages"]) == 1
+
+
+def test_file_source_hands_the_file_back_to_a_writer_when_idle(sample_db, tmp_path):
+    # Queries share one read-only connection; once idle it is closed, so an ingest can write.
+    import shutil
+    import time
+
+    from ledger.store import open_ledger
+
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(sample_db, copy)
+    source = FileSource(copy, idle_close_s=0.2)
+    source.query("cost_per_run", q.NO_FILTERS)
+    time.sleep(0.6)
+    open_ledger(copy).close()
+    source.query("cost_per_run", q.NO_FILTERS)
+    source.close()  # or at once, on request
+    open_ledger(copy).close()
+
+
+def test_unknown_query_and_missing_file_are_clear_errors(tmp_path):
+    with pytest.raises(TurnledgerError, match="unknown query 'DROP TABLE runs'"):
+        FileSource(tmp_path / "x.duckdb").query("DROP TABLE runs")
+    with pytest.raises(TurnledgerError, match="no ledger at"):
+        FileSource(tmp_path / "missing.duckdb").query("cost_per_run", q.NO_FILTERS)
+
+
+class FakeClient:
+    """Stands in for collector.server.client.QueryClient: records what would go on the wire."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, object]]] = []
+
+    def query(self, name: str, **params: object) -> pd.DataFrame:
+        self.calls.append((name, params))
+        return pd.DataFrame({"runs": [1]})
+
+    def context(self, trace_id: str, span_id: str) -> dict[str, object] | None:
+        return {"trace": trace_id, "span": span_id}
+
+
+def test_server_source_sends_filters_and_builder_arguments_as_query_parameters():
+    client = FakeClient()
+    source = ServerSource("http://127.0.0.1:4318", client=client)
+    f = q.Filters(since=datetime(2026, 9, 21, 14), tenant="acme", model="claude-opus-5")
+    source.query("long_tail", f, limit=20)
+    source.query("run_turns", None, trace_id="abc")
+    source.query("find_runs", q.NO_FILTERS, trace_id=None, order="cost")
+    assert client.calls == [
+        ("long_tail", {"since": "2026-09-21T14:00:00", "tenant": "acme", "model": "claude-opus-5", "limit": 20}),
+        ("run_turns", {"trace_id": "abc"}),
+        ("find_runs", {"order": "cost"}),
+    ]
+    assert source.context("t", "s") == {"trace": "t", "span": "s"}
+    with pytest.raises(TurnledgerError):
+        source.query("not_a_query")
+
+
+def test_filter_params_are_absent_when_unset():
+    assert filter_params(None) == {} and filter_params(q.NO_FILTERS) == {}
+    assert filter_params(q.Filters(agent_version="1.4.0")) == {"agent_version": "1.4.0"}
+
+
+def test_source_choice_server_first_then_file(monkeypatch, tmp_path):
+    monkeypatch.delenv("TURNLEDGER_SERVER", raising=False)
+    monkeypatch.setenv("TURNLEDGER_DB", str(tmp_path / "env.duckdb"))
+    assert source_spec().location == str(tmp_path / "env.duckdb")
+    assert source_spec(tmp_path / "arg.duckdb").location == str(tmp_path / "arg.duckdb")
+    monkeypatch.setenv("TURNLEDGER_SERVER", "http://127.0.0.1:4318/")
+    monkeypatch.setenv("TURNLEDGER_TOKEN", "t0k")
+    spec = source_spec(tmp_path / "arg.duckdb")
+    assert (spec.kind, spec.location, spec.token) == ("server", "http://127.0.0.1:4318", "t0k")
+    assert parse_app_args(["--db", "x.duckdb", "--unknown"]).db == Path("x.duckdb")
+
+
+def test_streamlit_command_is_headless_local_and_passes_the_db(tmp_path):
+    cmd = cli.streamlit_command(db=tmp_path / "l.duckdb", port=8765)
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4] == str(cli.APP)
+    assert "--server.headless=true" in cmd and "--server.port=8765" in cmd and "--server.address=127.0.0.1" in cmd
+    assert cmd[-3:] == ["--", "--db", str((tmp_path / "l.duckdb").resolve())]
+    assert "--" not in cli.streamlit_command(db=None, port=1)
+
+
+def test_dashboard_command_is_registered_and_refuses_a_missing_ledger(tmp_path, monkeypatch):
+    from collector.cli import main, parser
+
+    monkeypatch.delenv("TURNLEDGER_SERVER", raising=False)
+    assert "dashboard" in parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    with pytest.raises(TurnledgerError, match="no ledger at"):
+        cli.cmd_dashboard(
+            argparse.Namespace(db=tmp_path / "none.duckdb", server=None, port=1, address="127.0.0.1", headless=True)
+        )
+    assert main(["dashboard", "--db", str(tmp_path / "none.duckdb")]) == 2
+
+
+def test_server_source_through_a_real_collector_equals_the_file(sample_db, tmp_path, rows):
+    """The same named queries through ``turnledger serve``'s API give the file's rows."""
+    import shutil
+
+    from collector.server import CollectorServer, ServerConfig
+
+    copy = tmp_path / "served.duckdb"
+    shutil.copy(sample_db, copy)
+    server = CollectorServer(ServerConfig(port=0, db=copy, token="s3cret")).start()
+    try:
+        source = ServerSource(server.url, "s3cret")
+        f = q.Filters(tenant="acme")
+        for name, kwargs in [
+            ("cost_per_run", {}), ("long_tail", {"limit": 5}), ("find_runs", {"order": "cost", "min_usd": 0.01}),
+            ("loop_trip_runs", {}), ("cost_histogram", {"bins_per_decade": 5}),
+        ]:  # fmt: skip
+            got = source.query(name, f, **kwargs)
+            want = rows(sample_db, q.QUERIES[name](f, **kwargs))
+            pd.testing.assert_frame_equal(got, want, check_dtype=False)
+        turns = source.query("run_turns", trace_id=FIVE_TURN)
+        assert turns["usd"].round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]
+        assert source.context(FIVE_TURN, turns["span_id"].iloc[-1])["model"] == "claude-opus-5"  # type: ignore[index]
+        assert source.context(FIVE_TURN, "0" * 16) is None
+    finally:
+        server.stop()

@@ -1,0 +1,389 @@
+"""Every page through Streamlit's AppTest, on real ledgers: the figures shown are the ledger's.
+
+Expected values come from ``ledger.queries`` run directly on the file (the
+``rows`` fixture) and from the seed worked examples, never from the
+dashboard's own loaders.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard.analysis import payload_json
+from dashboard.ui import pct, usd
+from ledger import queries as q
+from ledger.content import load_context
+from ledger.pricing import GENAI_PRICES_VERSION
+from ledger.store import open_ledger
+
+from .conftest import CACHE_BREAK, FIVE_TURN
+from .scenarios import CLOCK_AFTER, CLOCK_BEFORE
+
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+RETRY_RUN = "e75d8bc5a27f11b433ccb1283df48b52"
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """``app(db, page=None, **query_params)``: the dashboard on ``db``, run once, on that page."""
+    monkeypatch.delenv("TURNLEDGER_SERVER", raising=False)
+    monkeypatch.delenv("TURNLEDGER_PRICES", raising=False)
+
+    def _app(db: Path, page: str | None = None, **params: str) -> AppTest:
+        monkeypatch.setenv("TURNLEDGER_DB", str(db))
+        at = AppTest.from_file(str(APP), default_timeout=60)
+        at.query_params.update(params)
+        if page:  # url paths equal the file names, so the page can be chosen before the first run
+            at.switch_page(f"views/{page}.py")
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    return _app
+
+
+def metrics(at: AppTest) -> dict[str, tuple[str, str]]:
+    return {m.label: (m.value, m.proto.delta) for m in at.metric}
+
+
+def figures(at: AppTest) -> dict[str, dict[str, Any]]:
+    """Plotly figures by title, as the browser receives them."""
+    out = {}
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        out[spec["layout"]["title"]["text"]] = spec
+    return out
+
+
+def values(v: Any) -> list[Any]:
+    """A plotly array: a plain list, or the typed base64 form plotly.py 6+ sends."""
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).tolist()
+    return list(v)
+
+
+def first(df: pd.DataFrame) -> dict[str, Any]:
+    return df.to_dict("records")[0]
+
+
+def table(at: AppTest, *columns: str) -> pd.DataFrame:
+    """The dataframe shown that has these columns."""
+    for df in at.dataframe:
+        if set(columns) <= set(df.value.columns):
+            return df.value
+    raise AssertionError(f"no table with columns {columns}: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+# --- 1. Spend overview ---------------------------------------------------------------------------
+def test_overview_headline_numbers_are_the_ledgers(app, sample_db, rows):
+    at = app(sample_db)
+    cost = first(rows(sample_db, q.cost_per_run()))
+    success = first(rows(sample_db, q.cost_per_successful_run()))
+    cache = first(rows(sample_db, q.cache_hit_rate()))
+    guards = first(rows(sample_db, q.guard_summary()))
+    retry = rows(sample_db, q.retry_charges())
+    shown = metrics(at)
+    assert shown["Runs"][0] == str(cost["runs"]) == "10"
+    assert shown["Total spend"][0] == usd(cost["total_usd"]) == "$11.56"
+    assert shown["Median cost per run"][0] == usd(cost["median_usd"]) == "$0.0997"  # seed: the five-turn run
+    assert shown["p95 cost per run"][0] == usd(cost["p95_usd"]) == "$9.93"  # seed: a93
+    assert shown["p99 cost per run"][0] == usd(cost["p99_usd"])
+    assert shown["Most expensive run"][0] == usd(cost["max_usd"])
+    assert shown["Cost per successful run"][0] == usd(success["usd_per_successful_run"]) == "$1.44"
+    assert shown["Cache hit rate"] == (pct(cache["hit_rate"]), cache["verdict"]) == ("4.0%", "broken")
+    assert shown["Retry charges"][0] == usd(retry["usd"].sum()) == "$0.0050"
+    assert shown["Retry charges"][1] == f"{pct(retry['share_of_spend'].sum(), 2)} of spend"
+    assert shown["Loop-detector trips"][0] == str(int(guards["loop_trips"])) == "2"
+    assert shown["Step-cap stops"][0] == pct(guards["step_cap_rate"]) == "10.0%"
+    assert shown["Budget stops"][0] == pct(guards["budget_stop_rate"]) == "0.0%"
+    assert shown["Unpriced calls"][0] == "1"
+    assert all(m.proto.help for m in at.metric), "every headline number has its definition on hover"
+
+
+def test_overview_charts_carry_the_ledgers_figures(app, sample_db, rows):
+    figs = figures(app(sample_db))
+    assert set(figs) == {
+        "Spend per hour, by model", "Cost per run", "Spend per model, split by price term",
+        "Spend per call site", "Why runs stopped",
+    }  # fmt: skip
+    over_time = figs["Spend per hour, by model"]
+    assert sum(sum(values(t["y"])) for t in over_time["data"]) == pytest.approx(11.5577)
+    assert over_time["layout"]["yaxis"]["title"]["text"] == "Spend (USD)"
+
+    dist = figs["Cost per run"]
+    assert dist["layout"]["xaxis"]["type"] == "log"
+    assert [t["name"] for t in dist["data"]] == ["runs", "median $0.0997", "p95 $9.93"]
+    assert sum(values(dist["data"][0]["y"])) == 9  # the $0 unpriced run cannot sit on a log axis
+
+    terms = figs["Spend per model, split by price term"]
+    attribution = rows(sample_db, q.model_attribution()).set_index("model")
+    assert [t["name"] for t in terms["data"]] == ["uncached input", "output", "cache write", "cache read"]
+    opus = {t["name"]: dict(zip(values(t["y"]), values(t["x"]), strict=True))["claude-opus-5"] for t in terms["data"]}
+    assert opus == pytest.approx(
+        {"uncached input": attribution.loc["claude-opus-5", "usd_input"], "output": attribution.loc["claude-opus-5", "usd_output"],
+         "cache write": attribution.loc["claude-opus-5", "usd_cache_write"], "cache read": attribution.loc["claude-opus-5", "usd_cache_read"]}
+    )  # fmt: skip
+    assert "mystery-model-1 (UNPRICED)" in values(terms["data"][0]["y"])
+
+    stops = figs["Why runs stopped"]["data"][0]
+    assert dict(zip(values(stops["y"]), values(stops["x"]), strict=True)) == {
+        "completed": 8,
+        "max_steps": 1,
+        "loop_detected": 1,
+    }
+    sites = figs["Spend per call site"]["data"][0]
+    assert values(sites["y"]) == ["agent"] and values(sites["x"]) == pytest.approx([11.5577])
+
+
+def test_overview_follows_the_sidebar_filters(app, sample_db, rows):
+    at = app(sample_db)
+    assert at.sidebar.selectbox(key="f_tenant").options == ["All", "acme", "globex", "initech"]
+    # Set through session state: after a rerun AppTest drops st.navigation apps' sidebar
+    # from its element tree (the browser test checks the real sidebar).
+    at.session_state["f_tenant"] = "globex"
+    at.run()
+    globex = first(rows(sample_db, q.cost_per_run(q.Filters(tenant="globex"))))
+    shown = metrics(at)
+    assert shown["Runs"][0] == "3" and shown["Total spend"][0] == usd(globex["total_usd"]) == "$10.40"
+    assert shown["Loop-detector trips"][0] == "0"
+    at.session_state["f_range"] = "Last hour"  # the samples are from 2026-09-21
+    at.run()
+    assert not at.metric and "No runs match the filters" in at.info[0].value
+
+
+def test_empty_and_missing_ledgers_say_what_to_do(app, tmp_path):
+    empty = tmp_path / "empty.duckdb"
+    open_ledger(empty).close()
+    at = app(empty)
+    assert "no runs yet" in at.info[0].value and "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318" in at.info[0].value
+    assert "turnledger ingest sample_traces/" in at.info[0].value
+    at = app(tmp_path / "missing.duckdb")
+    assert "no ledger at" in at.error[0].value and "turnledger ingest sample_traces/" in at.error[0].value
+
+
+# --- 2. Long tail ---------------------------------------------------------------------------------
+def test_long_tail_lists_the_expensive_runs_with_reasons(app, sample_db, rows):
+    at = app(sample_db, "long_tail")
+    want = rows(sample_db, q.long_tail(limit=20))
+    shown = table(at, "why", "usd_total")
+    assert shown["trace_id"].tolist() == want["trace_id"].tolist()
+    assert shown["usd_total"].tolist() == pytest.approx(want["usd_total"].tolist())
+    assert shown["why"].iloc[0].startswith("40 turns") and "step cap" in shown["why"].iloc[0]  # a93
+    typical = first(rows(sample_db, q.typical_run()))
+    assert metrics(at)["Spend in the tail"][0] == pct(typical["share_of_spend_from_p95"]) == "85.9%"
+
+    figs = figures(at)
+    turns = figs["Turns vs cost per run"]["data"]
+    by_turns = rows(sample_db, q.cost_by_turns())
+    assert values(turns[0]["x"]) == by_turns["turns"].tolist()
+    assert values(turns[0]["y"]) == pytest.approx(by_turns["median_usd"].tolist())
+    assert turns[2]["name"].startswith("fit: ")
+    cumulative = figs["Cumulative cost per turn"]["data"]
+    assert values(cumulative[0]["y"])[-1] == pytest.approx(9.93) and len(values(cumulative[0]["y"])) == 40
+
+
+def test_long_tail_budget_line_comes_from_the_runs_budget_event(app, sample_db):
+    at = app(sample_db, "long_tail")
+    at.selectbox(key="tail_run").select("35bdd0c8ce66d31423d98455448ff3ab").run()
+    lines = figures(at)["Cumulative cost per turn"]["data"]
+    assert lines[1]["name"] == "limit (budget.warn) $1.00" and values(lines[1]["y"]) == [1.0, 1.0]
+    assert values(lines[0]["y"]) == pytest.approx([0.82])
+
+
+# --- 3. Run explorer --------------------------------------------------------------------------------
+def test_run_explorer_shows_the_five_turn_run(app, sample_db, rows):
+    at = app(sample_db, "run_explorer", trace=FIVE_TURN)
+    shown = metrics(at)
+    assert shown["Run cost"][0] == "$0.0997"
+    assert shown["Cache hit rate"] == ("76.5%", "healthy")  # seed: 0.765
+    turns = table(at, "turn", "cumulative_usd")
+    assert turns["usd"].round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]  # seed per-turn costs
+    assert turns["cumulative_usd"].iloc[-1] == pytest.approx(0.0997)
+    assert turns["cache"].tolist() == ["first call", "ok", "ok", "ok", "ok"]
+
+    tree = table(at, "span", "duration (ms)")
+    assert len(tree) == 9 and tree["span"].iloc[0] == "invoke_agent support-agent"
+    assert tree["cost"].dropna().round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]
+    events = table(at, "event", "attributes")
+    assert events["event"].tolist() == ["offload"]
+
+    # The exact context of the default (last) turn, as text, equal to the stored payload.
+    con = open_ledger(sample_db, read_only=True)
+    want = load_context(con, FIVE_TURN, rows(sample_db, q.run_turns(FIVE_TURN))["span_id"].iloc[-1])
+    con.close()
+    code = [c for c in at.code if c.language == "json"]
+    assert len(code) == 1 and code[0].value == payload_json(want)
+    parts = table(at, "part", "≈ tokens")
+    assert parts["part"].tolist()[:4] == ["model", "max_tokens", "system", "tools[0]"]
+    system_chars = len(json.dumps(want["system"], ensure_ascii=False, separators=(",", ":")))
+    assert parts.set_index("part").loc["system", "≈ tokens"] == -(-system_chars // 4)  # ~chars / 4
+    assert len(parts) == 2 + 1 + len(want["tools"]) + len(want["messages"])
+    assert at.get("download_button")
+    assert "kept turn 4's prefix byte-for-byte" in at.success[0].value
+
+
+def test_run_explorer_flags_the_turn_where_the_cache_broke_and_names_the_invalidator(app, extended_db):
+    at = app(extended_db, "run_explorer", trace=CACHE_BREAK)
+    assert "cache broke on turn 3" in at.warning[0].value
+    turns = table(at, "turn", "cache")
+    assert turns["cache"].tolist() == ["first call", "ok", "broke"]
+    assert "6,300 re-billed" in turns["cache note"].iloc[2]
+    assert at.selectbox(key=f"ctx_turn_{CACHE_BREAK}").value == 3  # opens on the broken turn
+    assert "First change inside the stable prefix between turn 2 and turn 3" in at.error[0].value
+    finding = next(c.value for c in at.code if c.value.startswith("where:"))
+    assert "system[0].text" in finding and "14:20:00" in finding and "14:25:00" in finding
+    assert CLOCK_BEFORE[:10] in finding and CLOCK_AFTER[-10:] in finding
+
+
+def test_run_explorer_shows_guard_events_and_retry_charges(app, sample_db):
+    at = app(sample_db, "run_explorer", trace=RETRY_RUN[:10])
+    assert metrics(at)["Run cost"][0] == "$0.0335"
+    events = table(at, "event", "attributes")
+    assert events["event"].tolist() == ["retry", "loop trip", "loop trip"]
+    assert events["action"].tolist()[1:] == ["nudge", "halt"]
+    attempts = table(at, "attempt", "retry_cause")
+    assert attempts["usd"].tolist() == pytest.approx([0.0, 0.00495])
+    tree = table(at, "span", "status")
+    assert (tree["status"] == "UNSET · soft failure").sum() == 5
+    assert "0 results" in tree["result / message"].tolist()
+
+
+def test_run_explorer_finds_runs_by_cost_and_stop_cause(app, sample_db):
+    at = app(sample_db, "run_explorer")
+    at.selectbox(key="find_cause").select("max_steps").run()
+    found = table(at, "trace_id", "usd_total", "soft_failures")
+    assert found["trace_id"].tolist() == ["b70f36bc38254433cfd5faee14c1b6a5"]
+    assert metrics(at)["Turns"][0] == "40"
+    assert "never used the prompt cache" in at.info[0].value
+    assert "recorded without its request payload" in at.info[-1].value
+
+
+# --- 4. Guards ---------------------------------------------------------------------------------------
+def test_guards_page_shows_loop_and_retry_figures(app, sample_db, rows):
+    at = app(sample_db, "guards")
+    loops = first(rows(sample_db, q.loop_spend()))
+    retry = first(rows(sample_db, q.charge_totals()))
+    shown = metrics(at)
+    assert shown["Loop-detector trips"][0] == "2" and shown["Runs that looped"][0] == "1"
+    assert shown["Spent inside loops"][0] == usd(loops["loop_usd"]) == "$0.0237"
+    assert shown["Spend of looping runs"][0] == usd(loops["spend_in_affected_runs"]) == "$0.0335"
+    assert shown["Retried attempts"][0] == "1" and shown["Retry charges"][0] == usd(retry["retry_usd"])
+    loop_runs = table(at, "repeated_calls", "loop_usd")
+    assert loop_runs[["tool", "trips", "repeated_calls"]].values.tolist() == [["search_docs", 2, 5]]
+    figs = figures(at)
+    trips = figs["Loop-detector trips per hour"]["data"]
+    assert [t["name"] for t in trips] == ["repeat · search_docs"] and values(trips[0]["y"]) == [2]
+    causes = figs["Retry charges by cause"]["data"][0]
+    assert values(causes["y"]) == ["429"] and values(causes["x"]) == pytest.approx([0.00495])
+
+
+# --- 5. Budgets & alerts ---------------------------------------------------------------------------
+def test_budgets_page_explains_itself_while_no_budget_exists(app, sample_db):
+    at = app(sample_db, "budgets")
+    assert "No budgets yet" in at.info[0].value and "turnledger budget" in at.info[0].value
+    events = table(at, "spent_usd", "limit_usd")
+    assert events[["level", "spent_usd", "limit_usd", "fraction"]].values.tolist() == [["warn", 0.82, 1.0, 0.82]]
+
+
+def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
+    db = tmp_path / "budgets.duckdb"
+    shutil.copy(sample_db, db)
+    con = open_ledger(db)
+    con.execute(
+        "INSERT INTO budgets (id, name, scope_kind, scope_value, time_window, metric, limit_value, soft_fraction, created_at) "
+        "VALUES ('b1', 'acme monthly', 'tenant', 'acme', 'month', 'spend', 100, 0.8, now())"
+    )
+    con.execute("INSERT INTO alerts (id, budget_id, level, fired_at, value) VALUES ('a1', 'b1', 'warn', now(), 85)")
+    con.close()
+    at = app(db, "budgets")
+    budgets = table(at, "current_usd", "limit_usd", "used")
+    assert budgets[["name", "limit_usd", "last_level", "alerts"]].values.tolist() == [
+        ["acme monthly", 100.0, "warn", 1]
+    ]
+    assert budgets["current_usd"].tolist() == [0.0]  # no acme spend this calendar month: the samples are older
+    alerts = table(at, "fired_at", "level", "budget")
+    assert alerts[["level", "budget", "value"]].values.tolist() == [["warn", "acme monthly", 85.0]]
+
+
+# --- 6. Models & prices ------------------------------------------------------------------------------
+def test_models_page_shows_the_price_book_and_unpriced_models(app, sample_db, rows):
+    from ledger.pricing import PriceBook
+
+    at = app(sample_db, "models")
+    shown = metrics(at)
+    assert shown["genai-prices version"][0] == GENAI_PRICES_VERSION
+    assert shown["Override entries"][0] == str(len(PriceBook.default().override_rows()))
+    assert "1 model(s) have no price" in at.error[0].value
+    unpriced = table(at, "provider", "model", "calls", "runs")
+    assert unpriced[["provider", "model", "calls"]].values.tolist() == [["someprovider", "mystery-model-1", 1]]
+    applied = table(at, "price_source", "price_version")
+    pd.testing.assert_frame_equal(applied.reset_index(drop=True), rows(sample_db, q.price_sources()), check_dtype=False)
+    units = table(at, "input", "cache_read").set_index("model")
+    assert units.loc["claude-opus-5", ["input", "output", "cache_write", "cache_read"]].tolist() == pytest.approx(
+        [5, 25, 6.25, 0.5]
+    )
+    assert units.loc["mystery-model-1", "source"] == "UNPRICED"
+
+
+# --- live data and the server ----------------------------------------------------------------------
+def test_refresh_reads_spans_that_arrived_since(app, sample_db, tmp_path):
+    """Results are cached per refresh generation; Refresh (browser test) bumps it."""
+    from collector.samples import Trace
+    from dashboard.data import FileSource
+    from ledger.ingest import ingest
+
+    db = tmp_path / "live.duckdb"
+    shutil.copy(sample_db, db)
+    at = app(db)
+    assert metrics(at)["Runs"][0] == "10"
+    assert at.sidebar.button[0].label == "Refresh" and at.sidebar.toggle[0].label == "Auto-refresh"
+    FileSource(db).close()  # hand the file to the writer now rather than after the idle delay
+    con = open_ledger(db)
+    t = Trace("arrived-later", tenant="acme")
+    t.chat("claude-opus-5", (1_000, 0, 0, 100), finish="end_turn")
+    ingest(con, t.finish("completed"))
+    con.close()
+    at.run()
+    assert metrics(at)["Runs"][0] == "10"  # still the cached figures...
+    # ...until Refresh bumps the generation. (AppTest re-runs only the page script after the
+    # first run of an st.navigation app, so the sidebar button itself is clicked in the browser test.)
+    at.session_state["tl_generation"] = 1
+    at.run()
+    assert metrics(at)["Runs"][0] == "11"
+
+
+def test_pages_read_through_a_running_server(app, sample_db, tmp_path, monkeypatch, rows):
+    from collector.server import CollectorServer, ServerConfig
+
+    served = tmp_path / "served.duckdb"
+    shutil.copy(sample_db, served)
+    server = CollectorServer(ServerConfig(port=0, db=served)).start()
+    try:
+        monkeypatch.setenv("TURNLEDGER_SERVER", server.url)
+        at = AppTest.from_file(str(APP), default_timeout=60)
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert f"server {server.url}" in at.sidebar.text[0].value
+        shown = metrics(at)
+        assert shown["Total spend"][0] == "$11.56" and shown["Median cost per run"][0] == "$0.0997"
+        at.session_state["f_tenant"] = "globex"
+        at.run()
+        assert metrics(at)["Runs"][0] == "3"
+        at.session_state["f_tenant"] = "All"
+        at.query_params["trace"] = FIVE_TURN
+        at.switch_page("views/run_explorer.py").run()
+        assert metrics(at)["Cache hit rate"] == ("76.5%", "healthy")
+        turns = table(at, "turn", "cumulative_usd")
+        assert turns["usd"].round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]
+        assert any(c.language == "json" and "rotate an API key" in c.value for c in at.code)
+    finally:
+        server.stop()
