@@ -118,8 +118,8 @@ def test_retry_attempts_are_separate_charges(ledger, load):
     assert attempts == [(1, "", "ERROR"), (2, "429", "UNSET")]
     retries = q.records(ledger, q.retry_charges())
     assert [(r["cause"], r["attempts"]) for r in retries] == [("429", 1)]
-    trips = {(r["shape"], r["action"]): r["trips"] for r in q.records(ledger, q.loop_trips())}
-    assert trips == {("repeat", "nudge"): 1, ("repeat", "halt"): 1}
+    trips = [(r["shape"], r["trips"], r["nudges"], r["halts"]) for r in q.records(ledger, q.loop_trips())]
+    assert trips == [("repeat", 2, 1, 1)]
     assert ledger.execute(f"SELECT count(*) FROM guard_events WHERE name = '{c.EVENT_RETRY}'").fetchone()[0] == 1
 
 
