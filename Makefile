@@ -7,10 +7,10 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test install browser samples lint bench clean
 
-## run: install into .venv, load sample_traces/ into ./turnledger.duckdb, print the report
+## run: install into .venv and start the collector + dashboard on ./turnledger.duckdb
+## (an empty ledger is loaded with sample_traces/ first). Ctrl-C stops both.
 run: install
-	@if [ ! -f "$(DB)" ]; then $(TL) ingest sample_traces/ --db $(DB); fi
-	$(TL) report --db $(DB)
+	$(TL) up --db $(DB)
 
 ## test: install everything (incl. Debian chromium for browser tests) and run the whole suite
 test: install browser
