@@ -49,8 +49,8 @@ def test_each_loop_shape_is_an_event_on_the_tripping_tool_call_and_counted(
     assert root.attributes[c.STOP_CAUSE] == "loop_detected"
     t.close()
     with t.open() as con:
-        counted = {(r["shape"], r["action"]): r["trips"] for r in rows(con, q.loop_trips())}
-        assert counted == {(shape, "nudge"): 1, (shape, "halt"): 1}
+        counted = [(r["shape"], r["trips"], r["nudges"], r["halts"]) for r in rows(con, q.loop_trips())]
+        assert counted == [(shape, 2, 1, 1)]
         run = rows(con, q.runs_table())[0]
         assert (run["stop_cause"], run["loop_trips"]) == ("loop_detected", 2)
 
@@ -71,7 +71,7 @@ def test_step_cap_is_an_event_on_the_root_with_error_status(traced: Callable[...
         assert span.attributes[c.TOOL_CALL_RESULT].startswith("No tracking information found for order A-")
     t.close()
     with t.open() as con:
-        assert [(r["shape"], r["action"], r["trips"]) for r in rows(con, q.loop_trips())] == [("step_cap", "halt", 1)]
+        assert [(r["shape"], r["halts"], r["trips"]) for r in rows(con, q.loop_trips())] == [("step_cap", 1, 1)]
         summary = rows(con, q.guard_summary())[0]
         assert summary["step_cap_rate"] == 1.0
         assert rows(con, q.runs_table())[0]["stop_cause"] == "max_steps"

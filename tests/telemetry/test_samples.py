@@ -92,8 +92,8 @@ def test_the_other_stories(ledger: duckdb.DuckDBPyConnection, built: dict[str, l
     assert research["models"] == "claude-haiku-4-5,claude-opus-5"
     sites = {r["call_site"] for r in q.records(ledger, q.call_site_attribution())}
     assert sites == {"agent", "summarizer"}
-    shapes = {(r["shape"], r["action"]) for r in q.records(ledger, q.loop_trips())}
-    assert shapes == {(s, a) for s in ("repeat", "cycle", "stall") for a in ("nudge", "halt")} | {("step_cap", "halt")}
+    shapes = {(r["shape"], r["nudges"], r["halts"]) for r in q.records(ledger, q.loop_trips())}
+    assert shapes == {(s, 1, 1) for s in ("repeat", "cycle", "stall")} | {("step_cap", 0, 1)}
 
 
 def test_every_turn_of_every_sample_has_its_context(ledger: duckdb.DuckDBPyConnection) -> None:
