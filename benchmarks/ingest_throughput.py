@@ -271,7 +271,11 @@ def raw_insert_rate(bodies: list[bytes], n: int, folder: Path) -> float:
     tables = []
     for b in _built_batches(bodies, 25_000):  # the same tables ledger.ingest's transaction inserts
         ctx = b.contexts
-        t = {"spans": li._arrow(b.spans), "charges": li._arrow(b.charges), "guard_events": li._arrow(b.events)}
+        t = {
+            "spans": li._arrow(li._SPAN_COLUMNS, b.spans),
+            "charges": li._arrow(li._CHARGE_COLUMNS, b.charges),
+            "guard_events": li._arrow(li._EVENT_COLUMNS, b.events),
+        }
         if ctx.contexts:
             nodes = ctx.nodes
             t["content_blocks"] = pa.table({"hash": list(ctx.blocks), "body": list(ctx.blocks.values())})
