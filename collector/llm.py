@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "LLM",
     "ClaudeLLM",
+    "CompleteBySending",
     "IncompleteStreamError",
     "LLMResponse",
     "Policy",
@@ -179,7 +180,7 @@ class LLM(Protocol):
     ) -> LLMResponse: ...
 
 
-class _CompleteMixin:
+class CompleteBySending:
     """``complete`` is always ``send(build_request(...))``; written once here."""
 
     def complete(
@@ -267,7 +268,7 @@ def response_from_message(message: Any, request: Mapping[str, Any]) -> LLMRespon
 # ---------------------------------------------------------------------------
 
 
-class ClaudeLLM(_CompleteMixin):
+class ClaudeLLM(CompleteBySending):
     """Claude through the official ``anthropic`` SDK, streamed or not.
 
     The SDK's own retries are off (``max_retries=0``): the harness retries, and
@@ -550,7 +551,7 @@ def _view(request: Mapping[str, Any], call_index: int) -> PolicyView:
     )
 
 
-class ScriptedLLM(_CompleteMixin):
+class ScriptedLLM(CompleteBySending):
     """A deterministic provider: ``policy`` decides the reply, usage is estimated.
 
     ``faults`` scripts infrastructure failures: ``{2: [ProviderError(429, retry_after=7)]}``

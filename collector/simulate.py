@@ -40,7 +40,7 @@ from typing import Any
 
 from collector.harness import AgentConfig, AgentResult, Observer, Runtime, Tool, accounted, run_agent
 from collector.harness.scenarios import SCENARIOS, build
-from collector.llm import LLM, LLMResponse, PolicyView, ProviderError, Reply, ScriptedLLM
+from collector.llm import LLM, CompleteBySending, LLMResponse, PolicyView, ProviderError, Reply, ScriptedLLM
 
 __all__ = [
     "MODELS",
@@ -144,7 +144,7 @@ class VirtualClock:
         )
 
 
-class TimedLLM:
+class TimedLLM(CompleteBySending):
     """An :class:`LLM` whose calls take simulated time on a :class:`VirtualClock`:
     a fixed overhead, plus time per output token (by model) and per input token."""
 
@@ -190,16 +190,6 @@ class TimedLLM:
             + (fresh_input + u.cache_read_input_tokens / 10) * self.per_input_token_s
         )
         return response
-
-    def complete(
-        self,
-        system: str,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]],
-        max_tokens: int,
-        **kw: Any,
-    ) -> LLMResponse:
-        return self.send(self.build_request(system, messages, tools, max_tokens, **kw))
 
 
 def _fraction(*parts: object) -> float:
