@@ -10,7 +10,7 @@ from .accounting import Accounted, accounted
 from .authz import AllowList, Authorizer, Decision
 from .budget import WRAP_UP_NOTE, Budget, BudgetLine
 from .config import DEFAULT_PRICES, AgentConfig, Price
-from .loop import DEFAULT_SYSTEM, GoalCheck, run_agent
+from .loop import DEFAULT_SYSTEM, EVENT_BUDGET_CHECK_UNAVAILABLE, FleetGate, GoalCheck, run_agent
 from .loop_guard import LoopGuard, Trip, fingerprint
 from .observer import (
     AttemptOutcome,
@@ -40,6 +40,7 @@ from .tools import HANDOFF_TOOL, HANDOFF_TOOL_DEF, Tool, ToolError, ToolResult
 __all__ = [
     "DEFAULT_PRICES",
     "DEFAULT_SYSTEM",
+    "EVENT_BUDGET_CHECK_UNAVAILABLE",
     "HANDOFF_TOOL",
     "HANDOFF_TOOL_DEF",
     "READ_ARTIFACT_TOOL",
@@ -57,6 +58,7 @@ __all__ = [
     "Decision",
     "Failure",
     "FanOut",
+    "FleetGate",
     "GoalCheck",
     "GuardEvent",
     "InMemoryObserver",

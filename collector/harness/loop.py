@@ -1,5 +1,12 @@
 """The production agent loop: call, check, act, repeat, until a named stop.
 
+Before each model call (the first included), the fleet budget gate, when one
+is given: a run whose tenant/agent/model budget is spent stops with
+``budget_exceeded`` before it spends anything more, and a run that starts
+against a spent budget is refused before its first call. The gate fails open:
+a gate that raises (or a budget server that cannot be reached) never stops a
+run; the run records ``turnledger.budget.check_unavailable`` on its root span.
+
 Order of checks after each model reply, and why:
 
 1. ``refusal`` and ``max_tokens`` first: a refusal may carry no text, and a
@@ -24,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from collector.llm import LLM, LLMResponse, ToolCall
 
@@ -49,7 +56,10 @@ from .tools import (
     tool_result_block,
 )
 
-__all__ = ["DEFAULT_SYSTEM", "GoalCheck", "run_agent"]
+if TYPE_CHECKING:  # the gate's types live with the budgets; imported only when a gate is used
+    from ledger.budgets.gate import CallScope, Decision
+
+__all__ = ["DEFAULT_SYSTEM", "EVENT_BUDGET_CHECK_UNAVAILABLE", "FleetGate", "GoalCheck", "run_agent"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +68,16 @@ DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help; ans
 GoalCheck = Callable[[str, Sequence[Step]], "str | None"]
 """``goal_check(final_text, steps)``: None when the answer meets the goal, else
 feedback telling the model what is still missing (the loop continues with it)."""
+
+# On the root span when a fleet budget check failed and the run went on (fail-open).
+EVENT_BUDGET_CHECK_UNAVAILABLE = "turnledger.budget.check_unavailable"
+
+
+class FleetGate(Protocol):
+    """What ``run_agent(gate=...)`` asks before each model call:
+    :class:`ledger.budgets.BudgetGate` (over the embedded ledger or a server's API)."""
+
+    def check(self, scope: CallScope) -> Decision: ...
 
 
 def run_agent(
@@ -76,6 +96,7 @@ def run_agent(
     offloader: Offloader | None = None,
     runtime: Runtime | None = None,
     run_id: str | None = None,
+    gate: FleetGate | None = None,
 ) -> AgentResult:
     """Run the think, act, observe loop until the model is done or a control trips.
 
@@ -95,6 +116,10 @@ def run_agent(
         offloader: where large tool results go (None: results stay inline).
         runtime: sleep, clock, randomness and ids (inject for tests/simulation).
         run_id: a fixed run id (default: a new one).
+        gate: fleet budgets checked before every model call (None: only this run's
+            own limits apply), e.g. ``BudgetGate(HttpSource(server_url))``. A spent
+            budget stops the run with ``budget_exceeded`` and the rule in the detail;
+            a failing gate lets the run go on and says so on its span.
     """
     cfg = config or AgentConfig()
     rt = runtime or Runtime()
@@ -120,6 +145,7 @@ def run_agent(
         snapshot=snapshot,
         progress=progress,
         offloader=offloader,
+        gate=gate,
     )
     info = RunInfo(
         run_id=scope.run_id,
@@ -158,8 +184,11 @@ class _Run:
         snapshot: Callable[[], Any] | None,
         progress: Callable[[], float | None] | None,
         offloader: Offloader | None,
+        gate: FleetGate | None = None,
     ) -> None:
         self.llm, self.system, self.cfg, self.toolbox = llm, system, cfg, toolbox
+        self.gate = gate
+        self._gate_failure_noted = False
         self.scope, self.authorize, self.goal_check = scope, authorize, goal_check
         self.snapshot, self.progress, self.offloader = snapshot, progress, offloader
         self.tool_defs = [dict(t.definition) for t in toolbox.values()]
@@ -173,6 +202,8 @@ class _Run:
     def loop(self) -> AgentResult:
         for index in range(self.cfg.max_steps):
             self.scope.step = index
+            if stop := self._fleet_budget_stop():
+                return stop
             try:
                 resp, recorder = self._call_model()
             except Exception as exc:
@@ -264,6 +295,53 @@ class _Run:
             f"No final answer: the {line.kind} budget ran out after {len(self.steps)} model calls"
             + (f", with tool call(s) {pending} unanswered." if pending else "."),
         )
+
+    def _fleet_budget_stop(self) -> AgentResult | None:
+        """Before a model call: is a fleet budget covering this run spent? Fails open."""
+        if self.gate is None:
+            return None
+        scope = self.scope
+        try:
+            from ledger.budgets.gate import CallScope, current_trace_id
+
+            decision = self.gate.check(
+                CallScope(
+                    tenant=scope.tenant,
+                    agent=self.cfg.agent_name,
+                    model=self.llm.model,
+                    call_site=self.cfg.call_site,
+                    trace_id=current_trace_id(),  # the run's root span, under OTelObserver
+                    run_spent_usd=scope.budget.usd,
+                )
+            )
+            allowed, detail = bool(decision.allowed), str(decision.detail)
+        except Exception as exc:  # a gate's failure must never be the run's
+            log.warning("fleet budget check failed; the run goes on (fail-open)", exc_info=True)
+            self._note_gate_failure(f"budget check failed ({type(exc).__name__}: {exc}); allowed (fail-open)")
+            return None
+        if allowed:
+            if getattr(decision, "unavailable", False):
+                self._note_gate_failure(detail)
+            return None
+        scope.emit(decision.event())  # turnledger.budget.stop: rule, rule_id, spent and limit
+        calls = len(self.steps)
+        return self._finish(
+            "budget_exceeded",
+            detail,
+            "No final answer: a fleet budget is spent; "
+            + (
+                "the run was refused before its first model call."
+                if not calls
+                else f"stopped after {calls} model calls."
+            ),
+        )
+
+    def _note_gate_failure(self, detail: str) -> None:
+        """Once per run: later failures of the same kind add nothing a reader needs."""
+        if self._gate_failure_noted:
+            return
+        self._gate_failure_noted = True
+        self.scope.emit((EVENT_BUDGET_CHECK_UNAVAILABLE, {"scope": "fleet", "detail": detail, "allowed": True}))
 
     def _handoff(self, calls: Sequence[ToolCall]) -> AgentResult | None:
         for call in calls:

@@ -8,8 +8,17 @@ Endpoints (all JSON errors are ``{"error": "..."}``):
                                       ``?format=json`` for a JSON array of row objects
 ``GET /api/queries``                  the registered queries and their parameters
 ``GET /api/context/{trace}/{span}``   the captured request payload of one model call
+``POST /v1/budgets/check``            the harness's gate: may a model call in this scope go ahead?
+``GET|POST /api/budgets``             budget rules with their current level; add one
+``GET|DELETE /api/budgets/{rule}``    one rule's figures and alerts; remove it
+``POST /api/budgets/sweep``           evaluate every rule now (the server also sweeps every 15 s)
+``GET /api/alerts``                   alert events, newest first, with their deliveries
 ``GET /healthz``                      liveness and writer figures (never needs the token)
 ====================================  =========================================================
+
+With a :class:`~ledger.budgets.Governor` (``turnledger serve`` always gives
+one), budgets are evaluated after each committed batch and swept periodically
+for window rollovers; the budget routes exist either way.
 
 The stdlib ``ThreadingHTTPServer`` is enough here: an OTLP exporter sends a few
 large requests per second over a kept-alive connection, so per-request overhead
@@ -38,13 +47,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import duckdb
 
+from ledger.budgets import Governor
+from ledger.budgets.windows import system_clock
 from ledger.content import load_context
 from ledger.errors import MalformedInput
 from ledger.pricing import PriceBook
 from ledger.settings import db_path
 from ledger.store import open_ledger
 
-from . import api
+from . import api, budget_routes
 from .otlp_http import (
     JSON,
     PROTOBUF,
@@ -66,6 +77,7 @@ log = logging.getLogger("turnledger.server")
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4318  # the OTLP/HTTP port: exporters' default endpoint works unchanged
 MiB = 1024 * 1024
+_ALERT_GRACE_S = 2.0  # at shutdown, how long alerts of the last batch may take to go out
 
 
 @dataclass
@@ -131,7 +143,10 @@ def _version() -> str:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 64
+    # The listen backlog: a burst of exporters connecting at once waits here until the accept
+    # loop takes them. At 64, 500 simultaneous connections saw up to 204 resets; the kernel
+    # caps it at net.core.somaxconn (4096 on current Linux).
+    request_queue_size = 1024
     collector: CollectorServer
 
 
@@ -189,10 +204,20 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._guarded(self._get)
 
+    def do_DELETE(self) -> None:
+        self._guarded(self._delete)
+
     def do_PUT(self) -> None:
         self._guarded(self._not_allowed)
 
-    do_DELETE = do_PATCH = do_PUT
+    do_PATCH = do_PUT
+
+    def _delete(self) -> None:
+        path = urlsplit(self.path).path.rstrip("/")
+        if budget_routes.matches("DELETE", path):
+            self._budget(path)
+        else:
+            self._not_allowed()
 
     def _not_allowed(self) -> None:
         self.close_connection = True
@@ -201,11 +226,50 @@ class _Handler(BaseHTTPRequestHandler):
     # --- POST /v1/traces --------------------------------------------------------------------
     def _post(self) -> None:
         path = urlsplit(self.path).path.rstrip("/")
-        if path != "/v1/traces":
+        if path == "/v1/traces":
+            self._export()
+        elif budget_routes.matches("POST", path):
+            self._budget(path)
+        else:
             self.close_connection = True
             self._error(404, f"no endpoint POST {path}; OTLP traces go to POST /v1/traces")
+
+    # --- budgets (the harness's gate, and `turnledger budget`/`alerts` while we own the file) ---
+    def _budget(self, path: str) -> None:
+        if not self._authorized():
+            if self.command != "GET":
+                self._skip_body(budget_routes.MAX_BODY)
+            self._error(401, "missing or wrong bearer token (Authorization: Bearer <TURNLEDGER_TOKEN>)",
+                        {"WWW-Authenticate": 'Bearer realm="turnledger"'})  # fmt: skip
             return
-        self._export()
+        body = b""
+        if self.command in ("POST", "DELETE"):
+            length = self.headers.get("Content-Length", "")
+            if length.strip().isdigit() and int(length) > budget_routes.MAX_BODY:
+                self._skip_body(budget_routes.MAX_BODY)
+                self.close_connection = True
+                self._error(413, f"body of {length} bytes exceeds the {budget_routes.MAX_BODY}-byte limit")
+                return
+            try:
+                body = self._read_body(budget_routes.MAX_BODY)
+            except (BodyTooLarge, MalformedInput, ValueError) as exc:
+                self.close_connection = True
+                self._error(400, f"could not read the request body: {exc}")
+                return
+        c = self.server.collector
+        url = urlsplit(self.path)
+        request = budget_routes.BudgetRequest(
+            self.command,
+            [unquote(p) for p in path.split("/")[1:]],
+            parse_qs(url.query, keep_blank_values=True),
+            body,
+        )
+        try:
+            status, doc = budget_routes.handle(request, c.readers.connection, governor=c.governor, clock=c.clock)
+        except _Busy as exc:
+            self._error(503, str(exc), {"Retry-After": "1"})
+            return
+        self._json(status, doc)
 
     def _otlp_error(self, kind: str, status: int, message: str, *, retry_after: int | None = None) -> None:
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
@@ -356,6 +420,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._query(parts[2], parse_qs(url.query, keep_blank_values=True))
         elif len(parts) == 4 and parts[:2] == ["api", "context"]:
             self._context(parts[2].lower(), parts[3].lower())
+        elif budget_routes.matches("GET", path):
+            self._budget(path)
         else:
             self._error(404, f"no endpoint GET {path}; see GET /")
 
@@ -433,6 +499,13 @@ _ENDPOINTS = {
     "GET /api/queries": "the named queries and their parameters",
     "GET /api/query/{name}": "run a named query; Arrow IPC stream, or ?format=json",
     "GET /api/context/{trace_id}/{span_id}": "the captured request payload of one model call",
+    "POST /v1/budgets/check": "may a model call in this scope go ahead? (a CallScope in, a Decision out)",
+    "GET /api/budgets": "budget rules with their current value and level",
+    "POST /api/budgets": "add a budget rule (JSON: name, limit, scope, window, metric, soft_fraction, ...)",
+    "GET /api/budgets/{id_or_name}": "one rule: its figures, projection and recent alerts",
+    "DELETE /api/budgets/{id_or_name}": "remove a rule (its alerts stay)",
+    "POST /api/budgets/sweep": "evaluate every rule now, alert, and wait ?wait=S for the webhooks",
+    "GET /api/alerts": "alert events, newest first (?budget=&level=&since=&limit=&deliveries=true)",
     "GET /healthz": "liveness (no token needed)",
 }
 
@@ -448,6 +521,13 @@ class CollectorServer:
     ``on_ingested`` callbacks receive ``(connection, IngestReport)`` after each
     committed batch, on a thread of their own (see ``LedgerWriter``); append to
     ``server.writer.on_ingested`` to add one later.
+
+    ``governor`` (what ``turnledger serve`` passes) puts budgets under the
+    server's care: its ``on_ingested`` runs first after each batch, its sweeper
+    (every ``sweep_interval`` s, for window rollovers; 0 turns it off) starts with the server,
+    its clock answers ``POST /v1/budgets/check``, and :meth:`stop` closes it
+    after the writer's last batch and before the connection (so the last
+    alerts are delivered and their attempts recorded).
     """
 
     def __init__(
@@ -456,19 +536,27 @@ class CollectorServer:
         *,
         con: duckdb.DuckDBPyConnection | None = None,
         on_ingested: Iterable[IngestHook] = (),
+        governor: Governor | None = None,
+        sweep_interval: float = 15.0,
     ) -> None:
         self.config = config or ServerConfig()
         cfg = self.config
         self.db_path = Path(cfg.db) if cfg.db is not None else db_path()
+        self.governor = governor
+        self.sweep_interval = sweep_interval
+        self.clock = governor.clock if governor is not None else system_clock
+        hooks = [governor.on_ingested, *on_ingested] if governor is not None else list(on_ingested)
         self._owns_con = con is None
         self.con = con if con is not None else open_ledger(self.db_path)
+        if governor is not None:
+            governor.attach(self.con)  # its delivery records must outlive the writer's hook cursor
         self.writer = LedgerWriter(
             self.con,
             cfg.prices,
             max_queued_spans=cfg.max_queued_spans,
             max_batch_spans=cfg.max_batch_spans,
             redact_content=cfg.redact_content,
-            on_ingested=on_ingested,
+            on_ingested=hooks,
         )
         self.readers = _ReaderPool(self.con, cfg.reader_connections)
         self._decode_slots = threading.BoundedSemaphore(max(1, cfg.max_concurrent_decodes))
@@ -488,7 +576,9 @@ class CollectorServer:
         return f"http://{host!s}:{port}"
 
     def start(self) -> CollectorServer:
-        """Serve on a background thread; returns self."""
+        """Serve on a background thread (and start the budget sweeper); returns self."""
+        if self.governor is not None and self.sweep_interval > 0:
+            self.governor.start_sweeper(self.con, self.sweep_interval)
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="turnledger-http", daemon=True)
         self._thread.start()
         return self
@@ -504,7 +594,13 @@ class CollectorServer:
         self._close_storage(timeout)
 
     def _close_storage(self, timeout: float = 30.0) -> None:
+        # Order matters: the writer commits what was accepted and its hooks evaluate
+        # budgets on it; then the governor delivers those alerts and records the
+        # attempts through the still-open connection; only then does the connection close.
         self.writer.close(timeout)
+        if self.governor is not None:
+            self.governor.join(min(timeout, _ALERT_GRACE_S))
+            self.governor.close()
         self.readers.close()
         if self._owns_con:
             # Fold the write-ahead log into the file, so a cleanly stopped ledger is one

@@ -1,4 +1,11 @@
-"""``turnledger serve`` and ``turnledger up`` (registered by ``collector.cli`` as plugin commands)."""
+"""``turnledger serve`` and ``turnledger up`` (registered by ``collector.cli`` as plugin commands).
+
+Both run the collector with a budget :class:`~ledger.budgets.Governor`: budgets
+are evaluated as spans arrive, swept every ``--sweep-interval`` seconds for
+window rollovers, alerts go to the rules' webhooks, and the harness's gate and
+``turnledger budget``/``alerts`` (with ``TURNLEDGER_SERVER`` set) go through
+the server while it owns the ledger file.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +18,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ledger.budgets import Governor
 from ledger.errors import MalformedInput, TurnledgerError
 from ledger.pricing import PriceBook
 from ledger.settings import db_path, prices_file, token
 
 from .app import DEFAULT_HOST, DEFAULT_PORT, CollectorServer, MiB, ServerConfig
 
-__all__ = ["add_serve", "add_up", "cmd_serve", "cmd_up", "load_samples_if_empty", "wait_for_stop"]
+__all__ = ["add_serve", "add_up", "build_server", "cmd_serve", "cmd_up", "load_samples_if_empty", "wait_for_stop"]
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 
@@ -35,8 +43,17 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         default=200_000,
         help="spans decoded but not yet committed before exporters are told to back off (default 200000)",
     )
+    p.add_argument(
+        "--sweep-interval",
+        type=float,
+        default=15.0,
+        help="seconds between budget sweeps that catch window rollovers (default 15)",
+    )
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
-    p.epilog = "Set TURNLEDGER_TOKEN to require `Authorization: Bearer <token>` on ingest and queries."
+    p.epilog = (
+        "Set TURNLEDGER_TOKEN to require `Authorization: Bearer <token>` on ingest, queries and budget routes. "
+        "While it runs, set TURNLEDGER_SERVER to its URL so `turnledger budget` and `turnledger alerts` go through it."
+    )
 
 
 def add_up(p: argparse.ArgumentParser) -> None:
@@ -55,6 +72,8 @@ def add_up(p: argparse.ArgumentParser) -> None:
 def _config(a: argparse.Namespace) -> ServerConfig:
     if a.max_body_mb <= 0 or a.queue_spans <= 0:
         raise TurnledgerError(f"--max-body-mb ({a.max_body_mb}) and --queue-spans ({a.queue_spans}) must be positive")
+    if not a.sweep_interval > 0:
+        raise TurnledgerError(f"--sweep-interval ({a.sweep_interval}) must be a positive number of seconds")
     try:
         prices = PriceBook.default(a.prices or prices_file())
     except OSError as exc:
@@ -80,9 +99,19 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _start(config: ServerConfig) -> CollectorServer:
+def build_server(
+    config: ServerConfig, *, sweep_interval: float = 15.0, governor: Governor | None = None
+) -> CollectorServer:
+    """The collector as ``serve`` and ``up`` run it: with a budget governor whose hook
+    evaluates each committed batch and whose sweeper (every ``sweep_interval`` s; 0: off)
+    catches window rollovers. The server owns the governor: ``stop()`` closes the
+    writer, then the governor, then the ledger."""
+    return CollectorServer(config, governor=governor or Governor(), sweep_interval=sweep_interval)
+
+
+def _start(config: ServerConfig, sweep_interval: float = 15.0) -> CollectorServer:
     try:
-        server = CollectorServer(config)
+        server = build_server(config, sweep_interval=sweep_interval)
     except OSError as exc:
         raise TurnledgerError(
             f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}. "
@@ -116,9 +145,10 @@ def wait_for_stop(poll: Callable[[], bool] | None = None, interval: float = 0.5)
 
 def cmd_serve(a: argparse.Namespace) -> int:
     config = _config(a)
-    server = _start(config).start()
+    server = _start(config, a.sweep_interval).start()
     print(f"turnledger collector listening on {server.url} (ledger {server.db_path})", flush=True)
     print(f"  point an agent at it: OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
+    print(f"  budgets and alerts while it runs: TURNLEDGER_SERVER={server.url} turnledger budget list", flush=True)
     print("  Ctrl-C stops it.", flush=True)
     try:
         wait_for_stop()
@@ -166,7 +196,7 @@ def _stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 def cmd_up(a: argparse.Namespace) -> int:
     config = _config(a)
-    server = _start(config)
+    server = _start(config, a.sweep_interval)
     dashboard: subprocess.Popen[bytes] | None = None
     failed = False
     try:
@@ -190,6 +220,7 @@ def cmd_up(a: argparse.Namespace) -> int:
             print(f"  dashboard  {dashboard_url}", flush=True)
         print(f"  collector  {server.url}  (ledger {server.db_path})", flush=True)
         print(f"  point an agent at it:  export OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
+        print(f"  budgets and alerts:    export TURNLEDGER_SERVER={server.url}", flush=True)
         print("  Ctrl-C stops " + ("both." if dashboard else "it."), flush=True)
 
         def dashboard_died() -> bool:

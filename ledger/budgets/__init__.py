@@ -7,10 +7,13 @@
 * :mod:`.delivery` — webhook delivery on background threads, every attempt recorded.
 * :mod:`.governor` — the writer's hook: ``Governor.on_ingested`` and ``Governor.sweep``.
 * :mod:`.gate` — the harness's check before each model call.
+* :mod:`.service` — the budget operations as JSON-ready documents (CLI and server share them).
+* :mod:`.client` — the same operations through a running ``turnledger serve``.
 * :mod:`.cli` — ``turnledger budget ...`` and ``turnledger alerts``.
 """
 
 from .alerts import AlertBook, AlertEvent, AlertState, transition
+from .client import BudgetClient
 from .delivery import Deliverer, DeliveryAttempt, webhook_body
 from .evaluate import Evaluation, evaluate
 from .gate import (
@@ -38,6 +41,7 @@ __all__ = [
     "AlertBook",
     "AlertEvent",
     "AlertState",
+    "BudgetClient",
     "BudgetError",
     "BudgetGate",
     "CallScope",

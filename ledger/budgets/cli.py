@@ -2,8 +2,13 @@
 
 Plugged into ``collector.cli`` (it calls ``add_budget``/``cmd_budget`` and
 ``add_alerts``/``cmd_alerts``). Every command takes ``--db``. Reading commands
-open the file read-only; writing ones need it free (stop ``turnledger serve``
-first: it owns the file while it runs).
+open the file read-only; writing ones need it free.
+
+While ``turnledger serve`` runs it owns the file (DuckDB allows one writing
+process, and no reader beside it). With ``TURNLEDGER_SERVER`` set (and no
+``--db``), every command goes through the server's API instead
+(:class:`~.client.BudgetClient`); without it, a held file is an error that
+says so. Both paths print the same documents (:mod:`.service`).
 """
 
 from __future__ import annotations
@@ -18,36 +23,35 @@ from typing import Any
 
 import duckdb
 
+from ledger.errors import TurnledgerError
 from ledger.schema import MIGRATIONS, schema_version
-from ledger.settings import db_path
+from ledger.settings import db_path, server_url
 from ledger.store import open_ledger
 
 from .alerts import format_value
-from .evaluate import Evaluation, current
+from .client import BudgetClient
 from .gate import CallScope, decide
 from .governor import Governor
-from .rules import METRICS, WINDOWS, Rule, Scope, WebhookTarget, parse_money
-from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule
+from .rules import METRICS, WINDOWS, Rule
+from .service import add_budget as store_budget
+from .service import alerts_doc, budget_doc, budget_rows, remove_budget, rule_from_request, sweep_doc
 from .windows import system_clock
 
 __all__ = ["add_alerts", "add_budget", "cmd_alerts", "cmd_budget"]
 
 
 def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
+    p.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb); without --db and with "
+        "$TURNLEDGER_SERVER set, the running server's API is used instead",
+    )
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
-
-
-def _read(path: Path | None) -> duckdb.DuckDBPyConnection:
-    """Read-only, unless the file predates the budget tables' current shape (then migrate it)."""
-    con = open_ledger(path, read_only=True)
-    if schema_version(con) < MIGRATIONS[-1][0]:
-        con.close()
-        con = open_ledger(path)
-    return con
 
 
 def _print_json(value: Any) -> None:
@@ -107,19 +111,41 @@ def add_budget(p: argparse.ArgumentParser) -> None:
     _db(sw)
 
 
-def _status_row(rule: Rule, ev: Evaluation | None) -> dict[str, Any]:
-    return {
-        "id": rule.id,
-        "name": rule.name,
-        "metric": rule.metric,
-        "scope": str(rule.scope),
-        "window": rule.window,
-        "limit": format_value(rule, rule.limit),
-        "soft": rule.soft_fraction,
-        "value": format_value(rule, ev.value) if ev else "no data",
-        "level": ev.level if ev else "ok",
-        "projection": ev.projection.describe() if ev and ev.projection else "",
-    }
+# --- where the ledger is: the file, or a running server ----------------------------------------
+def _client(a: argparse.Namespace) -> BudgetClient | None:
+    """Through the server when ``TURNLEDGER_SERVER`` is set and no ``--db`` was given."""
+    url = server_url()
+    return BudgetClient(url) if url and a.db is None else None
+
+
+def _held(path: Path | None, exc: TurnledgerError) -> TurnledgerError:
+    """A clearer message when a running ``turnledger serve`` holds the file's lock."""
+    if "lock" not in str(exc).lower():
+        return exc
+    return TurnledgerError(
+        f"the ledger {str(path or db_path())!r} is held by a running `turnledger serve` (DuckDB allows one "
+        "writing process). Either stop the server, or go through its API: set TURNLEDGER_SERVER to its URL "
+        "(e.g. TURNLEDGER_SERVER=http://127.0.0.1:4318) and run this command again without --db."
+    )
+
+
+def _write(path: Path | None) -> duckdb.DuckDBPyConnection:
+    try:
+        return open_ledger(path)
+    except TurnledgerError as exc:
+        raise _held(path, exc) from None
+
+
+def _read(path: Path | None) -> duckdb.DuckDBPyConnection:
+    """Read-only, unless the file predates the budget tables' current shape (then migrate it)."""
+    try:
+        con = open_ledger(path, read_only=True)
+    except TurnledgerError as exc:
+        raise _held(path, exc) from None
+    if schema_version(con) < MIGRATIONS[-1][0]:
+        con.close()
+        con = _write(path)
+    return con
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -129,99 +155,103 @@ def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def _when(iso: str) -> datetime:
+    return datetime.fromisoformat(iso)
+
+
 def _budget_add(a: argparse.Namespace) -> int:
-    webhooks = tuple(WebhookTarget(u) for u in a.webhook) + tuple(WebhookTarget(u, "slack") for u in a.slack)
-    rule = Rule(
-        id=new_rule_id(),
-        name=a.name,
-        scope=Scope.parse(a.scope),
-        window=a.window,
-        limit=parse_money(a.limit),
-        metric=a.metric,
-        soft_fraction=a.soft,
-        timezone=a.tz,
-        webhooks=webhooks,
-    )
-    con = open_ledger(a.db)
-    stored = add_rule(con, rule)
-    print(f"added {stored.id}: {stored.describe()}")
+    request = {
+        "name": a.name,
+        "limit": a.limit,
+        "scope": a.scope,
+        "window": a.window,
+        "metric": a.metric,
+        "soft_fraction": a.soft,
+        "timezone": a.tz,
+        "webhooks": [{"url": u, "format": "json"} for u in a.webhook]
+        + [{"url": u, "format": "slack"} for u in a.slack],
+    }
+    rule = rule_from_request(request)  # validate here: a bad value never reaches the server or the file
+    client = _client(a)
+    stored = client.add_budget(request) if client else store_budget(_write(a.db), rule)
+    print(f"added {stored['id']}: {stored['description']}")
     return 0
 
 
 def _budget_list(a: argparse.Namespace) -> int:
-    con = _read(a.db)
-    now = system_clock()
-    rows = [_status_row(r, current(con, r, now)) for r in list_rules(con)]
+    client = _client(a)
+    rows = client.budgets() if client else budget_rows(_read(a.db))
     if a.json:
         _print_json(rows)
     elif not rows:
-        print(
-            f"no budgets in {a.db or db_path()}; add one with `turnledger budget add NAME --limit 10 --scope tenant=X`"
-        )
+        where = client.base_url if client else (a.db or db_path())
+        print(f"no budgets in {where}; add one with `turnledger budget add NAME --limit 10 --scope tenant=X`")
     else:
         print(_table(rows, ["id", "name", "metric", "scope", "window", "limit", "value", "level", "projection"]))
     return 0
 
 
 def _budget_show(a: argparse.Namespace) -> int:
-    con = _read(a.db)
-    rule = get_rule(con, a.budget)
-    ev = current(con, rule, system_clock())
-    alerts = list_alerts(con, budget=rule.id, limit=10)
-    doc = {
-        "rule": {**rule.to_dict(), "created_at": rule.created_at},
-        "now": ev.to_dict() if ev else None,
-        "alerts": [{k: v for k, v in x.items() if k != "figures"} for x in alerts],
-    }
+    client = _client(a)
+    doc = client.budget(a.budget) if client else budget_doc(_read(a.db), a.budget)
     if a.json:
         _print_json(doc)
         return 0
-    print(rule.describe())
-    print(f"  id {rule.id}, soft {rule.soft_fraction}, time zone {rule.timezone}, created {rule.created_at}")
-    print(f"  webhooks: {', '.join(w.label for w in rule.webhooks) or '(none on the rule)'}")
-    if ev is None:
+    r = doc["rule"]
+    rule = Rule.from_dict(r)
+    print(r.get("description") or rule.describe())
+    print(f"  id {r['id']}, soft {r['soft_fraction']}, time zone {r['timezone']}, created {r.get('created_at')}")
+    print(f"  webhooks: {', '.join(r.get('webhooks') or []) or '(none on the rule)'}")
+    now = doc["now"]
+    if now is None:
         print("  no run in scope yet")
     else:
-        print(f"  window {ev.window.key}: {format_value(rule, ev.value)} -> {ev.level}")
-        if ev.projection:
-            print(f"  projection: {ev.projection.describe()}")
-    for x in alerts:
+        value = Decimal(now["value"]) if now["value"] is not None else None
+        print(f"  window {now['window']['key']}: {format_value(rule, value)} -> {now['level']}")
+        if now.get("projection"):
+            print(f"  projection: {now['projection']['text']}")
+    for x in doc["alerts"]:
+        value = Decimal(x["value"]) if x["value"] is not None else None
         print(
-            f"  {x['fired_at']:%Y-%m-%d %H:%M:%S} {x['level']:<8} {format_value(rule, x['value'])} "
+            f"  {_when(x['fired_at']):%Y-%m-%d %H:%M:%S} {x['level']:<8} {format_value(rule, value)} "
             f"({x['window_key']}) delivered {x['delivered']}/{x['attempts']} attempts"
         )
     return 0
 
 
 def _budget_rm(a: argparse.Namespace) -> int:
-    con = open_ledger(a.db)
-    rule = remove_rule(con, a.budget)
-    print(f"removed {rule.id}: {rule.describe()}")
+    client = _client(a)
+    rule = client.remove_budget(a.budget) if client else remove_budget(_write(a.db), a.budget)
+    print(f"removed {rule['id']}: {rule['description']}")
     return 0
 
 
 def _budget_check(a: argparse.Namespace) -> int:
-    con = _read(a.db)
     scope = CallScope(a.tenant, a.agent, a.model, a.call_site, a.trace)
-    decision = decide(con, scope, system_clock())
+    client = _client(a)
+    doc = client.check(scope) if client else decide(_read(a.db), scope, system_clock()).to_dict()
     if a.json:
-        _print_json(decision.to_dict())
+        _print_json(doc)
     else:
-        print(("allowed: " if decision.allowed else "REFUSED: ") + decision.detail)
-    return 0 if decision.allowed else 1
+        print(("allowed: " if doc["allowed"] else "REFUSED: ") + doc["detail"])
+    return 0 if doc["allowed"] else 1
 
 
 def _budget_sweep(a: argparse.Namespace) -> int:
-    con = open_ledger(a.db)
-    governor = Governor()
-    try:
-        events = governor.sweep(con)
-        for e in events:
-            print(e.text())
-        delivered = governor.join(a.wait)
-    finally:
-        governor.close()
-    print(f"{len(events)} alert(s)" + ("" if delivered else f"; some deliveries still pending after {a.wait:g}s"))
+    client = _client(a)
+    if client:
+        doc = client.sweep(a.wait)
+    else:
+        con = _write(a.db)
+        governor = Governor()
+        try:
+            doc = sweep_doc(governor, con, a.wait)
+        finally:
+            governor.close()
+    for alert in doc["alerts"]:
+        print(alert["text"])
+    n = len(doc["alerts"])
+    print(f"{n} alert(s)" + ("" if doc["delivered"] else f"; some deliveries still pending after {a.wait:g}s"))
     return 0
 
 
@@ -248,21 +278,19 @@ def add_alerts(p: argparse.ArgumentParser) -> None:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, Decimal):
-        return str(value.normalize()) if value == value.to_integral() else str(value.quantize(Decimal("0.0001")))
-    return "-" if value is None else str(value)
+    if value is None:
+        return "-"
+    amount = Decimal(str(value))
+    return str(amount.normalize()) if amount == amount.to_integral() else str(amount.quantize(Decimal("0.0001")))
 
 
 def cmd_alerts(a: argparse.Namespace) -> int:
-    con = _read(a.db)
     since = a.since.replace(tzinfo=a.since.tzinfo or UTC) if a.since else None
-    alerts = list_alerts(con, budget=a.budget, level=a.level, since=since, limit=a.limit)
-    deliveries: dict[str, list[dict[str, Any]]] = {}
-    if a.deliveries and alerts:
-        for d in list_deliveries(con, [x["id"] for x in alerts]):
-            deliveries.setdefault(d["alert_id"], []).append(d)
+    query = {"budget": a.budget, "level": a.level, "since": since, "limit": a.limit, "deliveries": a.deliveries}
+    client = _client(a)
+    alerts = client.alerts(**query) if client else alerts_doc(_read(a.db), **query)
     if a.json:
-        _print_json([{**x, "deliveries": deliveries.get(x["id"], [])} if a.deliveries else x for x in alerts])
+        _print_json(alerts)
         return 0
     if not alerts:
         print("no alerts", file=sys.stderr)
@@ -270,10 +298,12 @@ def cmd_alerts(a: argparse.Namespace) -> int:
     for x in alerts:
         name = x["budget"] or f"(removed {x['budget_id']})"
         print(
-            f"{x['fired_at']:%Y-%m-%d %H:%M:%S}  {x['level']:<8} {name}  value {_fmt(x['value'])} "
+            f"{_when(x['fired_at']):%Y-%m-%d %H:%M:%S}  {x['level']:<8} {name}  value {_fmt(x['value'])} "
             f"threshold {_fmt(x['threshold'])}  {x['window_key']}  "
             f"delivered {x['delivered']}/{x['attempts']} attempts  [{x['id'][:12]}]"
         )
-        for d in deliveries.get(x["id"], []):
-            print(f"    #{d['attempt']} {d['attempted_at']:%H:%M:%S} {d['status']:<9} {d['target']}  {d['detail']}")
+        for d in x.get("deliveries", []):
+            print(
+                f"    #{d['attempt']} {_when(d['attempted_at']):%H:%M:%S} {d['status']:<9} {d['target']}  {d['detail']}"
+            )
     return 0

@@ -117,6 +117,7 @@ class Decision:
     level: Level = "ok"
     window: dict[str, Any] = field(default_factory=dict)
     rules_checked: int = 0
+    unavailable: bool = False  # the check itself failed; ``allowed`` is the fail-open/closed verdict
 
     def event(self) -> tuple[str, dict[str, Any]]:
         """The guard event to put on the run's span, in the ledger's vocabulary."""
@@ -140,6 +141,7 @@ class Decision:
             "level": self.level,
             "window": self.window,
             "rules_checked": self.rules_checked,
+            "unavailable": self.unavailable,
         }
 
     @classmethod
@@ -153,6 +155,7 @@ class Decision:
             level=d.get("level", "ok"),
             window=dict(d.get("window") or {}),
             rules_checked=int(d.get("rules_checked", 0)),
+            unavailable=bool(d.get("unavailable", False)),
         )
 
 
@@ -267,7 +270,8 @@ class HttpSource:
                 return Decision.from_dict(json.loads(resp.read()))
         except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
             verdict = "allowed (fail-open)" if self.fail_open else "refused (fail-closed)"
-            return Decision(self.fail_open, None, f"budget check at {self.url} unavailable ({exc}); {verdict}")
+            detail = f"budget check at {self.url} unavailable ({exc}); {verdict}"
+            return Decision(self.fail_open, None, detail, unavailable=True)
 
 
 class BudgetGate:

@@ -3,9 +3,12 @@
 Wiring (the collector server, or any single writer)::
 
     governor = Governor()                                    # one per ledger
+    governor.attach(con)            # the writer's own connection (it outlives every hook cursor)
     CollectorServer(config, on_ingested=[governor.on_ingested])  # after each COMMITTED batch
     governor.start_sweeper(con)     # or call governor.sweep(cursor) every ~15 s yourself
     on shutdown, after the writer stops, before the connection closes: governor.close()
+
+(``CollectorServer(config, governor=governor)`` does all of that itself.)
 
 ``on_ingested(con, report)`` (an ``IngestHook``: returns None; ``after_ingest``
 is the same and returns the alerts fired) runs after the batch is committed, on
@@ -16,7 +19,10 @@ alert events it produces and hands them to the
 never raises (a failure is logged) and never waits for a webhook. Delivery
 attempts are recorded in small batches (every ``record_interval``) through a
 separate cursor of the same database, so a burst of deliveries costs the
-ledger a few short commits, not one per attempt.
+ledger a few short commits, not one per attempt. That cursor comes from the
+connection given to :meth:`attach` (or else the first one a hook or sweep
+passes in): give the writer's own connection, because a cursor derived from a
+hook's cursor dies with it, and the last attempts would go unrecorded.
 
 Alert latency is dominated by the writer's commit: one ingest transaction
 costs tens of milliseconds whatever its size, so a writer that coalesces queued
@@ -193,6 +199,10 @@ class Governor:
             if self._record_con is not None:
                 self._record_con.close()
                 self._record_con = None
+
+    def attach(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Record delivery attempts through a cursor of ``con`` (keep it open until :meth:`close`)."""
+        self._adopt(con)
 
     # --- internals ------------------------------------------------------------------------
     def _adopt(self, con: duckdb.DuckDBPyConnection) -> None:

@@ -71,7 +71,8 @@ class Received:
 class Receiver:
     url: str
     received: list[Received] = field(default_factory=list)
-    # path -> list of statuses to answer in turn (then 200); "hang" blocks until `release` is set
+    # path -> list of statuses to answer in turn (then 200); "hang" blocks until `release` is set;
+    # "slow:S" answers 200 after S seconds (recorded when the answer goes out)
     script: dict[str, list[int | str]] = field(default_factory=dict)
     release: threading.Event = field(default_factory=threading.Event)
     hanging: threading.Event = field(default_factory=threading.Event)
@@ -104,12 +105,17 @@ def receiver() -> Iterator[Receiver]:
             with state.lock:
                 plan = state.script.get(self.path, [])
                 step = plan.pop(0) if plan else 200
-                if step != "hang":
+                if step != "hang" and not str(step).startswith("slow:"):
                     state.received.append(Received(self.path, body, time.monotonic()))
             if step == "hang":
                 state.hanging.set()
                 state.release.wait(30)
                 return  # never answers: the client times out
+            if isinstance(step, str) and step.startswith("slow:"):
+                time.sleep(float(step.removeprefix("slow:")))
+                with state.lock:
+                    state.received.append(Received(self.path, body, time.monotonic()))
+                step = 200
             self.send_response(int(step))
             self.send_header("Content-Length", "0")
             self.end_headers()

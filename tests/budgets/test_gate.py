@@ -1,26 +1,33 @@
 """Enforcement: the check the harness makes before each model call.
 
-The last tests drive a reference agent loop that makes exactly the call the
-harness must make (see ``_agent``): refused before its first call against a
-spent tenant budget, and stopped mid-way when a concurrent run spends the rest,
-with the stop on the root span and in the ledger.
+The last tests run the real harness (``run_agent`` with a ``gate``, a
+``ScriptedLLM``, ``OTelObserver`` exporting into the ledger) both through the
+collector as ``turnledger serve`` builds it and on an embedded ledger: a run
+against a spent tenant budget is refused before its first call, and a running
+one is stopped mid-way when a concurrent run spends the rest, with the stop on
+the root span and in the ledger.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import duckdb
 import pytest
+from opentelemetry.trace import StatusCode
 
-from collector.samples import Trace
+from collector.harness import AgentConfig, AgentResult, Runtime, Tool, run_agent
+from collector.llm import PolicyView, Reply, ScriptedLLM
 from collector.server import CollectorServer, ServerConfig
+from collector.server.cli import build_server
+from collector.telemetry import InMemorySpanExporter, Telemetry, start_telemetry
 from ledger import conventions as c
 from ledger.budgets import (
-    CHECK_PATH,
     BudgetError,
     BudgetGate,
     CallScope,
@@ -38,9 +45,9 @@ from ledger.budgets import (
     new_rule_id,
 )
 from ledger.ingest import ingest
-from ledger.spans import SpanEvent
+from ledger.store import open_ledger
 
-from .conftest import ns, post_spans, spend_spans
+from .conftest import NOON_ISH, ns, spend_spans
 
 
 def budget(con, name="acme-daily", scope="tenant=acme", window="day", limit="1.00", **kw) -> Rule:
@@ -124,153 +131,195 @@ def test_decisions_round_trip_as_json(ledger, clock):
         check_request(ledger, b"{nope")
 
 
-# --- through HTTP ------------------------------------------------------------------------------
-def _serve_checks(con, clock) -> tuple[str, ThreadingHTTPServer]:
-    """A stand-in for the collector's ``POST /v1/budgets/check`` route, backed by check_request."""
-    local = threading.local()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            if not hasattr(local, "cur"):
-                local.cur = con.cursor()
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            try:
-                status, doc = 200, check_request(local.cur, body, clock)
-            except BudgetError as exc:
-                status, doc = 400, {"error": str(exc)}
-            out = json.dumps(doc).encode()
-            self.send_response(status if self.path == CHECK_PATH else 404)
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}", server
-
-
-def test_http_source_and_failing_open_or_closed(ledger, clock):
-    budget(ledger)
-    ingest(ledger, spend_spans("1.00", at=clock()))
-    url, server = _serve_checks(ledger, clock)
+# --- through the collector's route -------------------------------------------------------------
+def test_http_source_asks_the_collector_and_fails_open_or_closed(tmp_path, clock):
+    governor = Governor(clock=clock)
+    server = build_server(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), governor=governor, sweep_interval=0)
     try:
-        d = BudgetGate(HttpSource(url)).check(ACME)
+        budget(server.con)
+        ingest(server.con, spend_spans("1.00", at=clock()))
+        server.start()
+        d = BudgetGate(HttpSource(server.url)).check(ACME)
+        assert not d.allowed and not d.unavailable and d.rule.name == "acme-daily" and d.spent == Decimal(1)
+        assert d.window["key"] == "day:2026-09-21@UTC"  # the server's (injected) clock decided
     finally:
-        server.shutdown()
-        server.server_close()
-    assert not d.allowed and d.rule.name == "acme-daily" and d.spent == Decimal(1)
+        server.stop()
     down = "http://127.0.0.1:9"  # nothing listens on the discard port
     open_ = BudgetGate(HttpSource(down, timeout=0.5)).check(ACME)
-    assert open_.allowed and "unavailable" in open_.detail and "fail-open" in open_.detail
+    assert open_.allowed and open_.unavailable and "unavailable" in open_.detail and "fail-open" in open_.detail
     closed = BudgetGate(HttpSource(down, timeout=0.5, fail_open=False)).check(ACME)
-    assert not closed.allowed and "fail-closed" in closed.detail
+    assert not closed.allowed and closed.unavailable and "fail-closed" in closed.detail
 
 
-# --- a reference agent loop: the one call the harness makes ------------------------------------
-def _agent(gate: BudgetGate, collector_url: str, clock, key: str, turns: int, each: str, pause=None):
-    """Before each model call: gate.check(...); refused -> stop with budget_exceeded, the rule in the detail.
-    Spans go to the collector over OTLP/HTTP as they happen (each POST returns once committed)."""
-    t = Trace(key, agent="support-agent", tenant="acme", start=ns(clock()))
-    spent = Decimal(0)
-    for step in range(turns):
-        if pause is not None:
-            pause(step)
-        d = gate.check(
-            CallScope(
-                tenant="acme",
-                agent="support-agent",
-                model="claude-haiku-4-5",
-                call_site="agent",
-                trace_id=t.trace_id,
-                run_spent_usd=spent,
-            )
+# --- the real harness: run_agent with a gate, ScriptedLLM, OpenTelemetry into the ledger ----------
+AGENT = "support-agent"
+CONFIG = AgentConfig(agent_name=AGENT, max_total_tokens=None, max_tokens_per_call=60_000)
+
+
+def _spending(output_tokens: int, *, tool: str | None = None, turns: int = 1):
+    """A scripted model that replies with ``output_tokens`` each call (priced at $25/MTok): a call
+    of ``tool`` on each of the first ``turns - 1`` calls, then an answer."""
+
+    def policy(view: PolicyView) -> Reply:
+        if tool and view.call_index < turns - 1:
+            return Reply.use((tool, {"step": view.call_index}), output_tokens=output_tokens)
+        return Reply.answer("done", output_tokens=output_tokens)
+
+    return ScriptedLLM(policy, cache=False)  # uncached input: every charge is plain arithmetic
+
+
+@dataclass
+class World:
+    gate: BudgetGate
+    telemetry: Telemetry
+    memory: InMemorySpanExporter
+    con: duckdb.DuckDBPyConnection  # a cursor on the ledger, for the assertions
+    settle: Callable[[], None]  # until every exported span is in the ledger (and alerts went out)
+    rule: Rule
+    server: CollectorServer | None = None
+
+    def run(self, llm: ScriptedLLM, seed: int, tools=()) -> AgentResult:
+        return run_agent(
+            llm,
+            "Answer the customer.",
+            tools,
+            config=CONFIG,
+            tenant="acme",
+            observer=self.telemetry.observer,
+            runtime=Runtime.seeded(seed, start_ns=ns(NOON_ISH)),  # spans on the clock's day
+            gate=self.gate,
         )
-        if not d.allowed:
-            name, attrs = d.event()
-            stop = SpanEvent(name, t.clock, attrs)
-            spans = t.finish(
-                "budget_exceeded", detail=d.detail, status="ERROR", error_type="budget_exceeded", events=(stop,)
-            )
-            assert post_spans(collector_url, spans[-1:]).status == 200
-            return "budget_exceeded", step, d
-        tokens = int(Decimal(each) * 1_000_000)
-        t.chat("claude-haiku-4-5", (tokens, 0, 0, 0))
-        spent += Decimal(each)
-        assert post_spans(collector_url, t.spans[-1:]).status == 200
-    assert post_spans(collector_url, t.finish("completed")[-1:]).status == 200
-    return "completed", turns, None
 
 
-@pytest.mark.parametrize("via", ["ledger", "http"])
-def test_harness_refuses_a_spent_tenant_and_stops_a_running_one(via, tmp_path, clock):
-    governor = Governor(clock=clock)
-    collector = CollectorServer(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), on_ingested=[governor.on_ingested])
-    con = collector.con.cursor()
-    rule = budget(con)
-    collector.start()
-    check_url, check_server = _serve_checks(collector.con, clock)
-    gate = BudgetGate(LedgerSource(collector.con, clock=clock) if via == "ledger" else HttpSource(check_url))
-    b_started, b_done = threading.Event(), threading.Event()
-    results: dict[str, Any] = {}
+@pytest.fixture(params=["server", "embedded"])
+def world(request, tmp_path, clock) -> Iterator[World]:
+    """``server``: `turnledger serve` as cmd_serve builds it, the official OTLP exporter into it and
+    the gate through its ``/v1/budgets/check``. ``embedded``: the ledger file written in-process by
+    ``start_telemetry(db=...)`` and the gate on the same file."""
+    memory = InMemorySpanExporter()
+    db = tmp_path / "ledger.duckdb"
+    if request.param == "server":
+        governor = Governor(clock=clock)
+        server = build_server(ServerConfig(port=0, db=db), governor=governor, sweep_interval=0).start()
+        con = server.con.cursor()
+        telemetry = start_telemetry(endpoint=server.url, exporters=[memory], batch=False, capture="off")
+
+        def settle() -> None:
+            assert server.writer.drained(10) and governor.join(5)
+
+        w = World(BudgetGate(HttpSource(server.url)), telemetry, memory, con, settle, budget(con), server)
+    else:
+        con = open_ledger(db)
+        telemetry = start_telemetry(db=db, exporters=[memory], batch=False, capture="off")
+        w = World(BudgetGate(LedgerSource(con, clock=clock)), telemetry, memory, con, lambda: None, budget(con))
+    yield w
+    telemetry.shutdown()
+    con.close()
+    if w.server is not None:
+        w.server.stop()
+
+
+def _root(memory: InMemorySpanExporter, result: AgentResult):
+    (root,) = [
+        s
+        for s in memory.get_finished_spans()
+        if s.name == f"invoke_agent {AGENT}" and s.attributes.get(c.CONVERSATION_ID) == result.run_id
+    ]
+    return root
+
+
+def _run_row(con, trace_id: str) -> dict[str, Any]:
+    cur = con.execute(
+        "SELECT stop_cause, stop_detail, status_code, error_type, model_calls, usd_total FROM runs WHERE trace_id = ?",
+        [trace_id],
+    )
+    return dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+
+
+def test_the_harness_refuses_a_run_against_a_spent_tenant_budget(world):
+    spent = world.run(_spending(40_000), seed=1)  # $1.00 of output, plus its input
+    assert spent.stop_cause == "completed" and spent.cost_usd > Decimal("1.00")
+    world.settle()
+
+    llm = _spending(100)
+    result = world.run(llm, seed=2)
+    assert result.stop_cause == "budget_exceeded" and llm.calls == 0 and result.steps == []
+    assert result.detail.startswith("budget 'acme-daily' (tenant=acme, day:2026-09-21@UTC) is spent: $1.00")
+    assert "refused before its first model call" in result.missing
+
+    root = _root(world.memory, result)
+    assert root.status.status_code is StatusCode.ERROR and root.attributes[c.ERROR_TYPE] == "budget_exceeded"
+    assert root.attributes[c.STOP_CAUSE] == "budget_exceeded" and "'acme-daily'" in root.attributes[c.STOP_DETAIL]
+    (stop,) = [e for e in root.events if e.name == c.EVENT_BUDGET_STOP]
+    assert stop.attributes["rule"] == "acme-daily" and stop.attributes["rule_id"] == world.rule.id
+    assert stop.attributes["scope"] == "fleet" and stop.attributes["spent_usd"] >= 1.0
+    assert not [s for s in world.memory.get_finished_spans() if s.name.startswith("chat ")
+                and s.context.trace_id == root.context.trace_id]  # fmt: skip
+
+    world.settle()
+    row = _run_row(world.con, format(root.context.trace_id, "032x"))
+    assert (row["stop_cause"], row["status_code"], row["error_type"]) == ("budget_exceeded", "ERROR", "budget_exceeded")
+    assert "'acme-daily'" in row["stop_detail"] and row["model_calls"] == 0 and not row["usd_total"]
+
+
+def test_the_harness_stops_a_running_run_when_a_concurrent_one_spends_the_rest(world):
+    b_may_start, b_done = threading.Event(), threading.Event()
+
+    def handle_ticket(step: int) -> str:
+        if step == 1:  # after A's second model call, B spends what is left of the day
+            b_may_start.set()
+            assert b_done.wait(15)
+        return f"ticket step {step} handled"
+
+    tool = Tool(
+        {
+            "name": "handle_ticket",
+            "description": "Work on the ticket.",
+            "input_schema": {"type": "object", "properties": {"step": {"type": "integer"}}},
+        },
+        handle_ticket,
+    )
+    llm_a = _spending(4_000, tool="handle_ticket", turns=5)  # ~$0.10 a call; five calls if unchecked
+    results: dict[str, AgentResult] = {}
 
     def run_a() -> None:
-        def pause(step: int) -> None:
-            if step == 2:  # after two calls ($0.20), a concurrent run spends the rest
-                b_started.set()
-                assert b_done.wait(10)
-
-        results["a"] = _agent(gate, collector.url, clock, "run-a", 5, "0.10", pause)
+        results["a"] = world.run(llm_a, seed=1, tools=[tool])
 
     def run_b() -> None:
-        assert b_started.wait(10)
-        results["b"] = _agent(gate, collector.url, clock, "run-b", 1, "0.85")
-        b_done.set()
+        assert b_may_start.wait(15)
+        try:
+            results["b"] = world.run(_spending(34_000), seed=2)  # $0.85 of output
+        finally:
+            b_done.set()
 
     threads = [threading.Thread(target=run_a), threading.Thread(target=run_b)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(20)
-        assert results["b"][0] == "completed"
-        cause, step, decision = results["a"]
-        assert (cause, step) == ("budget_exceeded", 2)  # stopped before its third call
-        assert decision.rule.name == "acme-daily" and decision.spent == Decimal("1.05")  # 0.85 + its own 0.20
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    a, b = results["a"], results["b"]
+    assert b.stop_cause == "completed"
+    assert a.stop_cause == "budget_exceeded" and llm_a.calls == 2 and len(a.steps) == 2  # stopped before call 3
+    assert a.detail.startswith("budget 'acme-daily' (tenant=acme, day:2026-09-21@UTC) is spent: ")
+    assert a.missing.endswith("stopped after 2 model calls.")
 
-        # A run that starts now is refused before its first call.
-        cause, step, decision = _agent(gate, collector.url, clock, "run-c", 3, "0.10")
-        assert (cause, step) == ("budget_exceeded", 0)
-        assert collector.writer.drained(10) and governor.join(5)
-        runs = {
-            r[0]: r[1:]
-            for r in con.execute(
-                "SELECT trace_id, stop_cause, stop_detail, status_code, error_type, model_calls, usd_total FROM runs"
-            ).fetchall()
-        }
-        a, b, c_ = (Trace(k).trace_id for k in ("run-a", "run-b", "run-c"))
-        assert runs[a][0] == "budget_exceeded" and "'acme-daily'" in runs[a][1]
-        assert runs[a][2:5] == ("ERROR", "budget_exceeded", 2) and runs[a][5] == Decimal("0.20")
-        assert runs[c_][0] == "budget_exceeded" and runs[c_][4] == 0  # refused: nothing spent
-        assert runs[b][0] == "completed"
-        stops = con.execute(
-            "SELECT trace_id, json_extract_string(attributes, '$.rule'), json_extract_string(attributes, '$.rule_id') "
-            "FROM guard_events WHERE name = ? ORDER BY trace_id",
-            [c.EVENT_BUDGET_STOP],
-        ).fetchall()
-        assert sorted(stops) == sorted([(a, "acme-daily", rule.id), (c_, "acme-daily", rule.id)])
-        root_attrs = json.loads(
-            con.execute("SELECT attributes FROM spans WHERE trace_id = ? AND parent_span_id = ''", [a]).fetchone()[0]
-        )
-        assert root_attrs[c.STOP_CAUSE] == "budget_exceeded" and "acme-daily" in root_attrs[c.STOP_DETAIL]
-        # The fleet budget alerted as the spend crossed it.
-        assert sorted(x["level"] for x in list_alerts(con, budget=rule.id)) == ["exceeded", "warn"]
-    finally:
-        check_server.shutdown()
-        check_server.server_close()
-        governor.close()
-        con.close()
-        collector.stop()
+    root = _root(world.memory, a)
+    assert root.status.status_code is StatusCode.ERROR and root.attributes[c.ERROR_TYPE] == "budget_exceeded"
+    assert root.attributes[c.STOP_CAUSE] == "budget_exceeded" and root.attributes[c.STOP_DETAIL] == a.detail
+    (stop,) = [e for e in root.events if e.name == c.EVENT_BUDGET_STOP]
+    assert stop.attributes["rule"] == "acme-daily" and stop.attributes["rule_id"] == world.rule.id
+    # What the gate counted: B's ledger charges plus A's own live count (not A's exported charges again).
+    assert Decimal(str(stop.attributes["spent_usd"])) == pytest.approx(b.cost_usd + a.cost_usd)
+
+    world.settle()
+    trace_a = format(root.context.trace_id, "032x")
+    row = _run_row(world.con, trace_a)
+    assert (row["stop_cause"], row["status_code"], row["error_type"]) == ("budget_exceeded", "ERROR", "budget_exceeded")
+    assert row["stop_detail"] == a.detail and row["model_calls"] == 2 and row["usd_total"] == a.cost_usd
+    stops = world.con.execute(
+        "SELECT json_extract_string(attributes, '$.rule') FROM guard_events WHERE trace_id = ? AND name = ?",
+        [trace_a, c.EVENT_BUDGET_STOP],
+    ).fetchall()
+    assert stops == [("acme-daily",)]
+    if world.server is not None:  # the collector's governor alerted as the spend crossed the lines
+        assert sorted(x["level"] for x in list_alerts(world.con, budget=world.rule.id)) == ["exceeded", "warn"]

@@ -1,7 +1,8 @@
 """Issue 6, "Must show": a tenant day budget under a burst of concurrent exports, end to end.
 
-The real collector (``collector.server.CollectorServer``) runs with the budget
-hook (``Governor.on_ingested``) registered; a local receiver takes the webhooks
+The real collector runs as ``turnledger serve`` builds it
+(``collector.server.cli.build_server``: the budget hook ``Governor.on_ingested``
+registered, the governor closed between the writer and the ledger); a local receiver takes the webhooks
 in both body formats. 500 threads each export one batch worth $0.0025 over
 OTLP/HTTP at the same moment, against a $1.00 tenant day budget with soft 0.8.
 Exactly one warn ($0.80 is the 320th batch) and one exceeded ($1.00 the 400th)
@@ -23,6 +24,7 @@ from decimal import Decimal
 import pytest
 
 from collector.server import CollectorServer, ServerConfig
+from collector.server.cli import build_server
 from ledger.budgets import Governor, Rule, Scope, WebhookTarget, add_rule, list_alerts, list_deliveries, new_rule_id
 
 from .conftest import Sent, post_spans, spend_spans
@@ -34,7 +36,8 @@ EACH = Decimal("0.0025")
 @pytest.fixture
 def world(tmp_path, clock, receiver):
     governor = Governor(clock=clock)
-    server = CollectorServer(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), on_ingested=[governor.on_ingested])
+    # Built as `turnledger serve` builds it; the sweeps are the test's own (the clock is manual).
+    server = build_server(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), governor=governor, sweep_interval=0)
     con = server.con.cursor()
     hooks = (WebhookTarget(receiver.url + "/json"), WebhookTarget(receiver.url + "/slack", "slack"))
     rule = add_rule(
@@ -43,9 +46,8 @@ def world(tmp_path, clock, receiver):
     server.start()
     yield server, con, rule, governor
     server.writer.drained(10)
-    governor.close()
     con.close()
-    server.stop()
+    server.stop()  # closes the writer, then the governor, then the ledger
 
 
 def _burst(server: CollectorServer, clock, n: int) -> dict[str, Sent]:

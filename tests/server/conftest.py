@@ -23,6 +23,7 @@ from collector.otlp import encode_json
 from collector.server import CollectorServer, ServerConfig
 from ledger import conventions as c
 from ledger.spans import SpanRecord
+from tests.budgets.conftest import receiver  # noqa: F401  (a fixture: a local webhook receiver)
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_790_000_000_000_000_000

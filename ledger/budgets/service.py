@@ -1,0 +1,174 @@
+"""Budget operations as JSON-ready documents: one implementation for the CLI and the server.
+
+``turnledger budget ...`` and ``turnledger alerts`` call these on the ledger
+file when they open it themselves; while ``turnledger serve`` owns the file
+they call the server's routes (:mod:`.client`), which call these same
+functions on the server's connection. Both print the same documents, so the
+output does not depend on the path taken.
+
+Every value in a document is JSON-native: money and ratios are exact decimal
+strings (``"0.85"``), times ISO 8601 in UTC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from .alerts import AlertEvent, format_value
+from .evaluate import Evaluation, current
+from .governor import Governor
+from .rules import BudgetError, Rule, Scope, WebhookTarget, decimal_str, parse_money
+from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule
+from .windows import Clock, system_clock
+
+__all__ = [
+    "add_budget",
+    "alerts_doc",
+    "budget_doc",
+    "budget_rows",
+    "jsonable",
+    "remove_budget",
+    "rule_from_request",
+    "sweep_doc",
+    "sweep_result",
+]
+
+
+def jsonable(value: Any) -> Any:
+    """Decimal as an exact string, times as ISO 8601 (naive ledger times are UTC)."""
+    if isinstance(value, Decimal):
+        return decimal_str(value)
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _status_row(rule: Rule, ev: Evaluation | None) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "metric": rule.metric,
+        "scope": str(rule.scope),
+        "window": rule.window,
+        "limit": format_value(rule, rule.limit),
+        "soft": rule.soft_fraction,
+        "value": format_value(rule, ev.value) if ev else "no data",
+        "level": ev.level if ev else "ok",
+        "projection": ev.projection.describe() if ev and ev.projection else "",
+    }
+
+
+def budget_rows(con: duckdb.DuckDBPyConnection, clock: Clock = system_clock) -> list[dict[str, Any]]:
+    """``budget list``: every rule with its current value and level (values formatted for people)."""
+    now = clock()
+    return [_status_row(r, current(con, r, now)) for r in list_rules(con)]
+
+
+def budget_doc(con: duckdb.DuckDBPyConnection, id_or_name: str, clock: Clock = system_clock) -> dict[str, Any]:
+    """``budget show``: the rule, its figures now (with the projection) and its recent alerts."""
+    rule = get_rule(con, id_or_name)
+    ev = current(con, rule, clock())
+    alerts = list_alerts(con, budget=rule.id, limit=10)
+    return jsonable(
+        {
+            "rule": {**rule.to_dict(), "created_at": rule.created_at, "description": rule.describe()},
+            "now": ev.to_dict() if ev else None,
+            "alerts": [{k: v for k, v in x.items() if k != "figures"} for x in alerts],
+        }
+    )
+
+
+def rule_from_request(body: Mapping[str, Any]) -> Rule:
+    """A new rule from ``{"name", "limit", "scope", "window", "metric", "soft_fraction",
+    "timezone", "webhooks": [URL | {"url", "format"}]}`` (what ``budget add`` sends)."""
+    if not isinstance(body, Mapping):
+        raise BudgetError(f"a budget must be a JSON object, got {type(body).__name__}")
+    known = {"name", "limit", "scope", "window", "metric", "soft_fraction", "timezone", "webhooks"}
+    unknown = set(body) - known
+    if unknown:
+        raise BudgetError(f"unknown budget field(s) {sorted(unknown)!r} (known: {', '.join(sorted(known))})")
+    for required in ("name", "limit"):
+        if body.get(required) in (None, ""):
+            raise BudgetError(f"a budget needs {required!r}")
+    hooks = body.get("webhooks") or []
+    if not isinstance(hooks, list):
+        raise BudgetError(f"webhooks={hooks!r} must be a list")
+    webhooks = tuple(
+        WebhookTarget.parse(h) if isinstance(h, str) else WebhookTarget(str(h.get("url", "")), h.get("format", "json"))
+        for h in hooks
+    )
+    soft = body.get("soft_fraction")
+    try:
+        soft_fraction = None if soft is None else float(soft)
+    except (TypeError, ValueError):
+        raise BudgetError(f"soft_fraction={soft!r} is not a number") from None
+    return Rule(
+        id=new_rule_id(),
+        name=str(body["name"]),
+        scope=Scope.parse(str(body.get("scope") or "global")),
+        window=str(body.get("window") or "day"),
+        limit=parse_money(body["limit"]),
+        metric=str(body.get("metric") or "spend"),
+        soft_fraction=soft_fraction,
+        timezone=str(body.get("timezone") or "UTC"),
+        webhooks=webhooks,
+    )
+
+
+def add_budget(con: duckdb.DuckDBPyConnection, rule: Rule | Mapping[str, Any]) -> dict[str, Any]:
+    """Store a new rule; the stored rule with its one-line description."""
+    stored = add_rule(con, rule if isinstance(rule, Rule) else rule_from_request(rule))
+    return jsonable({**stored.to_dict(), "created_at": stored.created_at, "description": stored.describe()})
+
+
+def remove_budget(con: duckdb.DuckDBPyConnection, id_or_name: str) -> dict[str, Any]:
+    rule = remove_rule(con, id_or_name)
+    return {**rule.to_dict(), "description": rule.describe()}
+
+
+def alerts_doc(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    budget: str | None = None,
+    level: str | None = None,
+    since: datetime | None = None,
+    limit: int = 50,
+    deliveries: bool = False,
+) -> list[dict[str, Any]]:
+    """``alerts``: newest first; with ``deliveries`` each carries its delivery attempts."""
+    if level is not None and level not in ("ok", "warn", "exceeded"):
+        raise BudgetError(f"level={level!r}: choose ok, warn or exceeded")
+    if limit < 1:
+        raise BudgetError(f"limit={limit!r} must be at least 1")
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    alerts = list_alerts(con, budget=budget, level=level, since=since, limit=limit)
+    if deliveries:
+        by_alert: dict[str, list[dict[str, Any]]] = {}
+        if alerts:
+            for d in list_deliveries(con, [x["id"] for x in alerts]):
+                by_alert.setdefault(d["alert_id"], []).append(d)
+        alerts = [{**x, "deliveries": by_alert.get(x["id"], [])} for x in alerts]
+    return jsonable(alerts)
+
+
+def sweep_doc(governor: Governor, con: duckdb.DuckDBPyConnection, wait: float = 10.0) -> dict[str, Any]:
+    """``budget sweep``: evaluate every rule now, alert, and wait up to ``wait`` s for the webhooks."""
+    return sweep_result(governor, governor.sweep(con), wait)
+
+
+def sweep_result(governor: Governor, events: list[AlertEvent], wait: float) -> dict[str, Any]:
+    """The alerts a sweep fired, once their webhooks are done or ``wait`` s have passed."""
+    delivered = governor.join(wait) if wait > 0 else not events
+    return {"alerts": [e.to_dict() for e in events], "delivered": delivered, "wait": wait}

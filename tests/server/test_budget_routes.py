@@ -1,0 +1,179 @@
+"""Budgets in the collector: evaluated on ingest, alerts delivered to webhooks, the
+harness's gate route, and ``turnledger budget``/``alerts`` through a running server."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from collector.cli import main
+from collector.server import ServerConfig
+from collector.server.app import _HTTPServer
+from collector.server.cli import build_server
+from ledger.budgets import BudgetGate, CallScope, Governor, HttpSource, ManualClock, WebhookTarget
+from ledger.budgets.client import BudgetClient
+from ledger.store import open_ledger
+from tests.budgets.conftest import NOON_ISH, spend_spans
+
+from .conftest import free_port, otlp_json, post_otlp, request, start_cli, wait_healthy, wait_until
+
+ACME = CallScope(tenant="acme", agent="support-agent")
+
+
+def tl(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_turnledger_serve_evaluates_budgets_on_ingest_and_the_cli_goes_through_it(
+    tmp_path, monkeypatch, capsys, receiver
+):
+    db = tmp_path / "ledger.duckdb"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_cli("serve", "--port", str(port), "--db", str(db))
+    try:
+        wait_healthy(url)
+        # It holds the file: without TURNLEDGER_SERVER the CLI says what to do instead.
+        monkeypatch.delenv("TURNLEDGER_SERVER", raising=False)
+        code, _, err = tl(capsys, "budget", "list", "--db", str(db))
+        assert code == 2 and "held by a running `turnledger serve`" in err and "TURNLEDGER_SERVER" in err
+
+        monkeypatch.setenv("TURNLEDGER_SERVER", url)
+        code, out, _ = tl(capsys, "budget", "add", "acme-daily", "--scope", "tenant=acme", "--limit", "1.00",
+                          "--webhook", receiver.url + "/hook")  # fmt: skip
+        assert code == 0 and out.startswith("added b_") and "acme-daily (spend >= $1, tenant=acme, day)" in out
+
+        now = datetime.now(UTC)
+        sent = time.monotonic()
+        assert post_otlp(url, otlp_json(spend_spans("0.85", at=now, root=True))).status == 200
+        (warn,) = receiver.wait_for("/hook", 1)
+        assert warn.body["level"] == "warn" and warn.body["rule"]["name"] == "acme-daily"
+        assert warn.at - sent < 2.0  # evaluated as the spans arrived, not on the next sweep
+        assert post_otlp(url, otlp_json(spend_spans("0.20", at=now, root=True))).status == 200
+        levels = [p.body["level"] for p in receiver.wait_for("/hook", 2)]
+        assert levels == ["warn", "exceeded"]
+
+        code, out, _ = tl(capsys, "budget", "list", "--json")
+        (row,) = json.loads(out)
+        assert (row["name"], row["value"], row["level"]) == ("acme-daily", "$1.05", "exceeded")
+        code, out, _ = tl(capsys, "budget", "check", "--tenant", "acme")
+        assert code == 1 and out.startswith("REFUSED: budget 'acme-daily'")
+        code, out, _ = tl(capsys, "budget", "show", "acme-daily")
+        assert code == 0 and "-> exceeded" in out and "exceeded $1.05" in out
+        wait_until(lambda: "delivered 1/1" in tl(capsys, "alerts")[1])  # attempts are recorded in small batches
+        code, out, _ = tl(capsys, "alerts", "--deliveries", "--json")
+        assert [(a["level"], a["delivered"], a["deliveries"][0]["status"]) for a in json.loads(out)] == [
+            ("exceeded", 1, "delivered"),
+            ("warn", 1, "delivered"),
+        ]
+        code, _, err = tl(capsys, "budget", "rm", "nope")
+        assert code == 2 and "no budget with id or name 'nope'" in err
+
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    con = open_ledger(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM alert_deliveries WHERE status = 'delivered'").fetchone() == (2,)
+    con.close()
+
+
+def test_stop_delivers_and_records_the_last_alert_before_the_ledger_closes(tmp_path, receiver):
+    clock = ManualClock(NOON_ISH)
+    governor = Governor(clock=clock)
+    server = build_server(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), governor=governor).start()
+    BudgetClient(server.url).add_budget(
+        {"name": "acme-daily", "scope": "tenant=acme", "limit": "1", "webhooks": [receiver.url + "/last"]}
+    )
+    receiver.script["/last"] = ["slow:1.0", "slow:1.0"]  # still in flight when the server is told to stop
+    assert post_otlp(server.url, otlp_json(spend_spans("1.10", at=clock()))).status == 200
+    server.stop()
+    assert sorted(p.body["level"] for p in receiver.on("/last")) == ["exceeded", "warn"]  # delivered concurrently
+    con = open_ledger(tmp_path / "ledger.duckdb", read_only=True)
+    rows = con.execute(
+        "SELECT a.level, d.status FROM alerts a JOIN alert_deliveries d ON d.alert_id = a.id ORDER BY a.level"
+    ).fetchall()
+    con.close()
+    assert rows == [("exceeded", "delivered"), ("warn", "delivered")]
+
+
+def test_budget_routes_need_the_token_and_name_what_is_wrong(tmp_path):
+    clock = ManualClock(NOON_ISH)
+    server = build_server(
+        ServerConfig(port=0, db=tmp_path / "ledger.duckdb", token="s3cret"), governor=Governor(clock=clock)
+    ).start()
+    try:
+        check = f"{server.url}/v1/budgets/check"
+        body = json.dumps(ACME.to_dict()).encode()
+        assert request(check, "POST", body, {"Content-Type": "application/json"}).status == 401
+        assert request(f"{server.url}/api/budgets").status == 401
+        assert BudgetGate(HttpSource(server.url, token="wrong")).check(ACME).unavailable  # refused: fails open
+
+        client = BudgetClient(server.url, token="s3cret")
+        added = client.add_budget({"name": "acme-daily", "scope": "tenant=acme", "limit": "1.00"})
+        assert added["description"] == "acme-daily (spend >= $1, tenant=acme, day)"
+        client.add_budget(
+            {"name": "initech-daily", "scope": "tenant=initech", "limit": "5",
+             "webhooks": [{"url": "https://hooks.example/services/T0/B0/secret", "format": "slack"}]}
+        )  # fmt: skip
+        assert "secret" not in json.dumps(client.budgets()) + json.dumps(client.budget("initech-daily"))
+        ingested = post_otlp(
+            server.url, otlp_json(spend_spans("1.00", at=clock())), headers={"Authorization": "Bearer s3cret"}
+        )
+        assert ingested.status == 200 and server.writer.drained(10)
+
+        d = BudgetGate(HttpSource(server.url, token="s3cret")).check(ACME)
+        assert not d.allowed and d.rule.name == "acme-daily" and d.spent == Decimal(1)
+        assert d.window["key"] == "day:2026-09-21@UTC"  # the governor's clock, not the wall clock
+
+        auth = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+        bad = request(check, "POST", b"{nope", auth)
+        assert bad.status == 400 and "not JSON" in bad.json()["error"]
+        bad = request(check, "POST", json.dumps({"tenant": "acme", "budget": 1}).encode(), auth)
+        assert bad.status == 400 and "'budget'" in bad.json()["error"]
+        bad = request(f"{server.url}/api/budgets", "POST", json.dumps({"name": "x", "limit": "lots"}).encode(), auth)
+        assert bad.status == 400 and bad.json()["error"] == "limit='lots' is not a number"
+        missing = request(f"{server.url}/api/budgets/nope", "GET", None, auth)
+        assert missing.status == 404 and "'nope'" in missing.json()["error"]
+        bad = request(f"{server.url}/api/alerts?level=loud", "GET", None, auth)
+        assert bad.status == 400 and "'loud'" in bad.json()["error"]
+
+        swept = client.sweep(wait=0)
+        assert swept["alerts"] == []  # the ingest already alerted: a sweep repeats nothing
+        assert [a["level"] for a in client.alerts()] == ["exceeded", "warn"]
+        assert client.remove_budget("acme-daily")["name"] == "acme-daily"
+        assert [r["name"] for r in client.budgets()] == ["initech-daily"]
+    finally:
+        server.stop()
+
+
+def test_a_collector_without_a_governor_still_answers_checks_but_cannot_sweep(make_server):
+    server = make_server()
+    assert BudgetGate(HttpSource(server.url)).check(ACME).detail == "no budget covers this call"
+    swept = request(f"{server.url}/api/budgets/sweep", "POST", b"{}", {"Content-Type": "application/json"})
+    assert swept.status == 409 and "evaluates no budgets" in swept.json()["error"]
+
+
+def test_the_listen_backlog_takes_a_burst_of_connections():
+    # At 64, 500 simultaneous connections saw up to 204 resets (see tests/budgets/test_must_show.py).
+    assert _HTTPServer.request_queue_size >= 1024
+
+
+def test_webhook_targets_given_to_the_governor_get_every_alert(tmp_path, receiver):
+    clock = ManualClock(NOON_ISH)
+    governor = Governor(clock=clock, webhooks=[WebhookTarget(receiver.url + "/all", "slack")])
+    server = build_server(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), governor=governor).start()
+    try:
+        BudgetClient(server.url).add_budget({"name": "global-daily", "limit": "0.50", "soft_fraction": 1})
+        assert post_otlp(server.url, otlp_json(spend_spans("0.60", at=clock()))).status == 200
+        (post,) = receiver.wait_for("/all", 1)
+        assert "EXCEEDED" in post.body["text"] and "global-daily" in post.body["text"]
+    finally:
+        server.stop()
