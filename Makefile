@@ -38,6 +38,7 @@ samples: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy ledger collector dashboard
 
 bench: install
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b; done

@@ -75,7 +75,16 @@ def _problem(span: SpanRecord) -> str | None:
 
 # Attributes that carry free text from prompts, tools or replies. Third-party
 # producers rarely redact them, so ingest does (the content store is redacted too).
-_FREE_TEXT_MARKERS = (".arguments", ".result", "messages", ".prompt", ".completion", "input.value", "output.value", ".content")
+_FREE_TEXT_MARKERS = (
+    ".arguments",
+    ".result",
+    "messages",
+    ".prompt",
+    ".completion",
+    "input.value",
+    "output.value",
+    ".content",
+)
 
 
 @lru_cache(maxsize=4096)

@@ -83,7 +83,7 @@ def test_secrets_in_captured_payloads_never_reach_the_database(ledger, db_path):
                         "input": {"card_number": "4242424242424242", "note": "x"},
                     }
                 ],
-            },  # fmt: skip
+            },
         ],
     }
     t.chat("claude-opus-5", (10, 0, 0, 5), payload=payload)
