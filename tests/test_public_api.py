@@ -34,7 +34,7 @@ def test_all_lists_exactly_the_public_names(module_name):
     missing = [n for n in exported if not hasattr(module, n)]
     assert not missing, f"{module_name}.__all__ names what does not exist: {missing}"
     assert len(exported) == len(set(exported)), f"{module_name}.__all__ has duplicates"
-    if module_name in PACKAGES or module_name.count(".") == 1 and hasattr(module, "__path__"):
+    if module_name in PACKAGES or (module_name.count(".") == 1 and hasattr(module, "__path__")):
         return
     defined = {
         name
