@@ -274,14 +274,10 @@ def ingest(
     return report
 
 
-_PRICES: PriceBook | None = None
-
-
+@lru_cache(maxsize=1)
 def _default_prices() -> PriceBook:
-    global _PRICES
-    if _PRICES is None:
-        _PRICES = PriceBook.default()
-    return _PRICES
+    """The shipped price book, built once per process (loading genai-prices is not free)."""
+    return PriceBook.default()
 
 
 def _attr(alias: str, key: str) -> str:

@@ -22,9 +22,9 @@ from ledger import conventions as c
 from ledger.ingest import ingest
 from ledger.spans import SpanRecord
 from ledger.store import open_ledger
+from tests.fakes.anthropic_server import FakeAnthropicServer, FakeReply
 
 from .conftest import MS, T0
-from .fake_anthropic import FakeAnthropic
 
 AGENT = Path(__file__).with_name("instrumented_agent.py")
 INSTRUMENTATIONS = {
@@ -101,7 +101,9 @@ def conversations(tmp_path_factory):
 
     db = tmp_path_factory.mktemp("instrumentations") / "ledger.duckdb"
     server = CollectorServer(ServerConfig(port=0, db=db)).start()
-    fakes = {which: FakeAnthropic(USAGES).__enter__() for which in INSTRUMENTATIONS}
+    fakes = {which: FakeAnthropicServer().start() for which in INSTRUMENTATIONS}
+    for fake in fakes.values():
+        fake.enqueue(*(FakeReply.text("Done.", usage=u) for u in USAGES))
     try:
         procs = {
             which: subprocess.Popen(
@@ -118,11 +120,11 @@ def conversations(tmp_path_factory):
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, f"{which} agent failed:\n{err[-3000:]}"
             traces[which] = out.strip().splitlines()[-1]
-            assert len(fakes[which].requests) == len(USAGES)
+            assert len(fakes[which].exchanges) == len(USAGES)
         yield server, traces
     finally:
         for fake in fakes.values():
-            fake.__exit__(None, None, None)
+            fake.stop()
         server.stop()
 
 
