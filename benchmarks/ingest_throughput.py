@@ -238,60 +238,29 @@ def _median_rate(n: int, fn: Callable[[], object], repeats: int = 3) -> float:
 
 
 def decode_rates(bodies: list[bytes], n: int) -> tuple[float, float]:
-    decode = _median_rate(n, lambda: [decode_protobuf(b) for b in bodies])
+    """(protobuf -> span records, protobuf -> ledger rows as Arrow tables): decoding, nothing stored."""
     prices = li._default_prices()
-    decoded = [decode_protobuf(b) for b in bodies]
-
-    def rows() -> None:
-        for spans in decoded:
-            batch = li._Batch(prices, True)
-            for s in spans:
-                batch.add(s)
-
-    with_rows = n / (n / decode + n / _median_rate(n, rows))
-    return decode, with_rows
+    decode = _median_rate(n, lambda: [decode_protobuf(b) for b in bodies])
+    to_rows = _median_rate(n, lambda: [li.prepare(decode_protobuf(b), prices) for b in bodies])
+    return decode, to_rows
 
 
-def _built_batches(bodies: list[bytes], per_call: int) -> list[li._Batch]:
+def _prepared(bodies: list[bytes], per_call: int) -> list[li.PreparedBatch]:
     prices = li._default_prices()
     spans = [s for b in bodies for s in decode_protobuf(b)]
-    out = []
-    for i in range(0, len(spans), per_call):
-        batch = li._Batch(prices, True)
-        for s in spans[i : i + per_call]:
-            batch.add(s)
-        out.append(batch)
-    return out
+    return [li.prepare(spans[i : i + per_call], prices) for i in range(0, len(spans), per_call)]
 
 
 def raw_insert_rate(bodies: list[bytes], n: int, folder: Path) -> float:
-    """INSERT of the rows ingest builds (Arrow tables, as ingest sends them), in 25k-span transactions."""
-    import pyarrow as pa
-
-    tables = []
-    for b in _built_batches(bodies, 25_000):  # the same tables ledger.ingest's transaction inserts
-        ctx = b.contexts
-        t = {
-            "spans": li._arrow(li._SPAN_COLUMNS, b.spans),
-            "charges": li._arrow(li._CHARGE_COLUMNS, b.charges),
-            "guard_events": li._arrow(li._EVENT_COLUMNS, b.events),
-        }
-        if ctx.contexts:
-            nodes = ctx.nodes
-            t["content_blocks"] = pa.table({"hash": list(ctx.blocks), "body": list(ctx.blocks.values())})
-            t["message_chain"] = pa.table({"trace_id": [k[0] for k in nodes], "node": [k[1] for k in nodes],
-                                           "prev": [p for p, _ in nodes.values()],
-                                           "block": [x for _, x in nodes.values()]})  # fmt: skip
-            cols = ["trace_id", "span_id", "envelope", "system_block", "tools_block", "messages_node", "payload_bytes"]
-            t["contexts"] = pa.table({k: [r[i] for r in ctx.contexts] for i, k in enumerate(cols)})
-        tables.append(t)
+    """INSERT of the rows ingest builds (its Arrow tables, as it sends them), in 25k-span transactions."""
+    batches = _prepared(bodies, 25_000)
     rates = []
     for rep in range(2):
         con = open_ledger(folder / f"raw-{rep}.duckdb")
         t0 = time.perf_counter()
-        for t in tables:
+        for b in batches:
             con.execute("BEGIN TRANSACTION")
-            for name, table in t.items():
+            for name, table in b.tables.items():
                 li._insert(con, name, table)
             con.execute("COMMIT")
         rates.append(n / (time.perf_counter() - t0))
@@ -300,11 +269,11 @@ def raw_insert_rate(bodies: list[bytes], n: int, folder: Path) -> float:
 
 
 def ingest_profile(bodies: list[bytes], folder: Path, per_call: int = 25_000) -> tuple[float, dict[str, float]]:
-    """ledger.ingest over the same spans in 25k-span calls, with its stages timed."""
+    """ledger.ingest (prepare + write) over the same spans in 25k-span calls, with its stages timed."""
     spans = [s for b in bodies for s in decode_protobuf(b)]
     stages: dict[str, float] = {}
-    saved = {name: getattr(li, name) for name in ("_arrow", "_insert", "refresh_runs")}
-    saved_add = li._Batch.add
+    saved = {name: getattr(li, name) for name in ("prepare", "_insert", "refresh_runs")}
+    labels = {"prepare": "prepare (rows: normalize, price, redact, JSON, Arrow)"}
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*a: Any, **k: Any) -> Any:
@@ -312,12 +281,11 @@ def ingest_profile(bodies: list[bytes], folder: Path, per_call: int = 25_000) ->
             try:
                 return fn(*a, **k)
             finally:
-                key = f"insert {a[1]}" if name == "_insert" else name
+                key = f"insert {a[1]}" if name == "_insert" else labels.get(name, name)
                 stages[key] = stages.get(key, 0.0) + time.perf_counter() - t
 
         return wrapper
 
-    li._Batch.add = timed("rows (_Batch.add: normalize, price, JSON)", saved_add)  # type: ignore[method-assign]
     for name, fn in saved.items():
         setattr(li, name, timed(name, fn))
     refresh_first_last: list[float] = []
@@ -331,11 +299,10 @@ def ingest_profile(bodies: list[bytes], folder: Path, per_call: int = 25_000) ->
         total = time.perf_counter() - t0
         con.close()
     finally:
-        li._Batch.add = saved_add  # type: ignore[method-assign]
         for name, fn in saved.items():
             setattr(li, name, fn)
     accounted = sum(stages.values())
-    stages["commit, validation, rest"] = total - accounted
+    stages["commit and the rest"] = total - accounted
     stages["(refresh_runs: first call s)"] = refresh_first_last[0]
     stages["(refresh_runs: last call s)"] = refresh_first_last[-1]
     return len(spans) / total, stages
@@ -455,7 +422,7 @@ def main() -> None:
             rows = [
                 ("end to end through HTTP (POST -> queryable)", e2e),
                 ("decode only (protobuf -> span records)", decode),
-                ("decode + ledger row building (nothing stored)", decode_rows),
+                ("decode into ledger rows (Arrow, nothing stored)", decode_rows),
                 ("raw DuckDB bulk insert of those rows", raw),
                 ("ledger.ingest alone (25k-span calls, in process)", ingest_rate),
             ]

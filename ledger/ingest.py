@@ -1,15 +1,19 @@
 """Append decoded spans to the ledger: spans, charges, guard events, contexts, runs.
 
-One call is one transaction: either everything from the batch lands or nothing
-does. Every table is keyed by (trace_id, span_id[, seq]) and written with
-INSERT OR IGNORE, so a batch delivered twice (OTLP exporters retry) changes
-nothing the second time. Rows go in as Arrow tables, never row by row.
+Two steps, so a server can overlap them: ``prepare`` turns spans into Arrow
+rows for every table (pure Python work, no connection), and ``write`` inserts
+any number of prepared batches in one transaction (DuckDB work, which runs
+outside the GIL). ``ingest`` is both in one call.
+
+Either everything from one ``write`` lands or nothing does. Every table is
+keyed by (trace_id, span_id[, seq]) and written with INSERT OR IGNORE, so a
+batch delivered twice (OTLP exporters retry) changes nothing the second time.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -33,15 +37,13 @@ from .pricing import PriceBook
 from .redact import redact_text
 from .spans import SpanRecord
 
-__all__ = ["MAX_ATTRIBUTE_CHARS", "IngestReport", "ingest", "refresh_runs"]
+__all__ = ["MAX_ATTRIBUTE_CHARS", "IngestReport", "PreparedBatch", "ingest", "prepare", "refresh_runs", "write"]
 
 # Attribute values longer than this are cut (the original length is noted in
 # the value). Captured request payloads are exempt: they go to the content store.
 MAX_ATTRIBUTE_CHARS = 16_384
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
-_USD_TYPE = pa.decimal128(38, 12)
-_TS = pa.timestamp("ns")
 _OPENINFERENCE_KIND = "openinference.span.kind"
 
 
@@ -73,6 +75,7 @@ def _problem(span: SpanRecord) -> str | None:
     return None
 
 
+# --- which attributes are stored, redacted or moved to the content store ---------------------
 # Attributes that carry free text from prompts, tools or replies. Third-party
 # producers rarely redact them, so ingest does (the content store is redacted too).
 _FREE_TEXT_MARKERS = (
@@ -87,29 +90,53 @@ _FREE_TEXT_MARKERS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _AttributePlan:
+    """What ingest does with one set of attribute keys."""
+
+    moved: tuple[str, ...]  # captured request content: it lives in the content store instead
+    free_text: tuple[str, ...]  # redacted before they are stored
+    may_capture: bool  # a captured payload can be rebuilt from these keys
+
+
 @lru_cache(maxsize=4096)
-def _attribute_handling(key: str) -> int:
-    """0 keep as is, 1 redact free text, 2 drop (lives in the content store). Cached per key."""
-    if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key):
-        return 2
-    return 1 if any(marker in key for marker in _FREE_TEXT_MARKERS) else 0
+def _attribute_plan(keys: tuple[str, ...], llm_span: bool) -> _AttributePlan:
+    """Decided once per key set: the spans of one instrumentation share a handful of them.
+
+    ``llm_span``: an OpenInference LLM span, whose ``input.value`` IS the request.
+    """
+    moved, free_text = [], []
+    for key in keys:
+        if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key) or (llm_span and key in OPENINFERENCE_REQUEST):
+            moved.append(key)
+        elif any(marker in key for marker in _FREE_TEXT_MARKERS):
+            free_text.append(key)
+    return _AttributePlan(tuple(moved), tuple(free_text), bool(moved) or OPENINFERENCE_REQUEST[0] in keys)
 
 
-def _stored_attributes(span: SpanRecord, redact_text_values: bool) -> dict[str, Any]:
-    attrs = span.attributes
-    request = OPENINFERENCE_REQUEST if attrs.get(_OPENINFERENCE_KIND) == "LLM" else ()
-    out = {}
-    for key, value in attrs.items():
-        handling = _attribute_handling(key)
-        if handling == 2 or key in request:
-            continue
-        if isinstance(value, str):
-            if handling == 1 and redact_text_values:
-                value = redact_text(value)
-            if len(value) > MAX_ATTRIBUTE_CHARS:
-                value = f"{value[:MAX_ATTRIBUTE_CHARS]}…[truncated, {len(value)} chars]"
-        out[key] = value
-    return out
+def _truncated(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_CHARS:
+        return f"{value[:MAX_ATTRIBUTE_CHARS]}…[truncated, {len(value)} chars]"
+    return value
+
+
+def _stored_attributes(attrs: Mapping[str, Any], plan: _AttributePlan, redact_free_text: bool) -> str:
+    """The span's attributes as stored (JSON): content moved out, free text redacted, long values cut."""
+    if plan.moved or (redact_free_text and plan.free_text):
+        attrs = dict(attrs)  # a copy: the record itself stays as it was received
+        for key in plan.moved:
+            del attrs[key]
+        if redact_free_text:
+            for key in plan.free_text:
+                value = attrs[key]
+                if isinstance(value, str):
+                    attrs[key] = redact_text(value)
+    text = _dumps(attrs)
+    # A value longer than the limit makes the whole JSON longer than it, so the
+    # common case costs one len() instead of a walk over every value.
+    if len(text) > MAX_ATTRIBUTE_CHARS:
+        text = _dumps({key: _truncated(value) for key, value in attrs.items()})
+    return text
 
 
 def _operation(span: SpanRecord) -> str | None:
@@ -125,22 +152,57 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-_SPAN_COLUMNS = (
-    "trace_id", "span_id", "parent_span_id", "name", "kind", "operation", "tenant", "start_time", "end_time",
-    "status_code", "status_message", "attributes", "resource", "events", "scope_name", "scope_version", "ingested_at",
-)  # fmt: skip
-_EVENT_COLUMNS = ("trace_id", "span_id", "seq", "name", "time", "shape", "action", "tool", "cause", "attributes")
-_CHARGE_COLUMNS = (
-    "trace_id", "span_id", "parent_span_id", "call_id", "start_time", "latency_ms", "tenant", "call_site",
-    "provider", "model", "attempt", "retry_cause", "status_code", "error_type", "finish_reason",
-    "uncached_input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens", "reasoning_tokens",
-    "usd_input", "usd_output", "usd_cache_write", "usd_cache_read", "unpriced", "price_source", "price_version",
-    "token_convention",
-)  # fmt: skip
+# --- the tables' Arrow schemas (explicit, so batches built apart concatenate) ----------------
+_STR, _TS, _INT = pa.string(), pa.timestamp("ns"), pa.int64()
+_USD = pa.decimal128(38, 12)
+_SCHEMAS = {
+    "spans": pa.schema([
+        ("trace_id", _STR), ("span_id", _STR), ("parent_span_id", _STR), ("name", _STR), ("kind", _STR),
+        ("operation", _STR), ("tenant", _STR), ("start_time", _TS), ("end_time", _TS), ("status_code", _STR),
+        ("status_message", _STR), ("attributes", _STR), ("resource", _STR), ("events", _STR), ("scope_name", _STR),
+        ("scope_version", _STR), ("ingested_at", pa.timestamp("us")),
+    ]),
+    "charges": pa.schema([
+        ("trace_id", _STR), ("span_id", _STR), ("parent_span_id", _STR), ("call_id", _STR), ("start_time", _TS),
+        ("latency_ms", pa.float64()), ("tenant", _STR), ("call_site", _STR), ("provider", _STR), ("model", _STR),
+        ("attempt", pa.int32()), ("retry_cause", _STR), ("status_code", _STR), ("error_type", _STR),
+        ("finish_reason", _STR), ("uncached_input_tokens", _INT), ("cache_write_tokens", _INT),
+        ("cache_read_tokens", _INT), ("output_tokens", _INT), ("reasoning_tokens", _INT), ("usd_input", _USD),
+        ("usd_output", _USD), ("usd_cache_write", _USD), ("usd_cache_read", _USD), ("unpriced", pa.bool_()),
+        ("price_source", _STR), ("price_version", _STR), ("token_convention", _STR),
+    ]),
+    "guard_events": pa.schema([
+        ("trace_id", _STR), ("span_id", _STR), ("seq", pa.int32()), ("name", _STR), ("time", _TS), ("shape", _STR),
+        ("action", _STR), ("tool", _STR), ("cause", _STR), ("attributes", _STR),
+    ]),
+    "content_blocks": pa.schema([("hash", _STR), ("body", _STR)]),
+    "message_chain": pa.schema([("trace_id", _STR), ("node", _STR), ("prev", _STR), ("block", _STR)]),
+    "contexts": pa.schema([
+        ("trace_id", _STR), ("span_id", _STR), ("envelope", _STR), ("system_block", _STR), ("tools_block", _STR),
+        ("messages_node", _STR), ("payload_bytes", _INT),
+    ]),
+}  # fmt: skip
 
 
-class _Batch:
-    """Rows for each table, filled span by span as tuples, turned into Arrow tables."""
+def _table(name: str, rows: list[tuple[Any, ...]]) -> pa.Table:
+    schema = _SCHEMAS[name]
+    columns = zip(*rows, strict=True) if rows else ([] for _ in schema)
+    return pa.table([pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], schema=schema)
+
+
+@dataclass
+class PreparedBatch:
+    """Spans turned into rows for every table, ready for ``write``; built without a connection."""
+
+    received: int
+    rejected: list[str]  # "trace/span: reason", in the order the spans came
+    traces: set[str]
+    unpriced_models: set[str]
+    tables: dict[str, pa.Table]
+
+
+class _Rows:
+    """Rows for each table, filled span by span as tuples (the cheapest Python row)."""
 
     def __init__(self, prices: PriceBook, redact_content: bool) -> None:
         self.prices = prices
@@ -150,7 +212,7 @@ class _Batch:
         self.events: list[tuple[Any, ...]] = []
         self.contexts = ContextRows(redact_blocks=redact_content)
         self.unpriced: set[str] = set()
-        self.now = datetime.now(UTC).replace(tzinfo=None)
+        self.now_us = int(datetime.now(UTC).timestamp() * 1e6)
         self._resources: dict[int, str] = {}  # one OTLP request shares a resource dict across its spans
 
     def _resource(self, resource: dict[str, Any]) -> str:
@@ -161,6 +223,8 @@ class _Batch:
         return cached
 
     def add(self, s: SpanRecord) -> None:
+        attrs = s.attributes
+        plan = _attribute_plan(tuple(attrs), attrs.get(_OPENINFERENCE_KIND) == "LLM")
         tenant = tenant_of(s)
         events = "[]"
         if s.events:
@@ -174,8 +238,8 @@ class _Batch:
                     ))  # fmt: skip
         self.spans.append((
             s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, _operation(s), tenant, s.start_ns, s.end_ns,
-            s.status_code, s.status_message, _dumps(_stored_attributes(s, self.redact_content)),
-            self._resource(s.resource), events, s.scope_name, s.scope_version, self.now,
+            s.status_code, s.status_message, _stored_attributes(attrs, plan, self.redact_content),
+            self._resource(s.resource), events, s.scope_name, s.scope_version, self.now_us,
         ))  # fmt: skip
         call = model_call(s)
         if call is None:
@@ -188,30 +252,52 @@ class _Batch:
         self.charges.append((
             s.trace_id, s.span_id, s.parent_span_id, call.call_id, s.start_ns, (s.end_ns - s.start_ns) / 1e6, tenant,
             call.call_site, call.provider, call.model, call.attempt, call.retry_cause, s.status_code,
-            s.attributes.get(c.ERROR_TYPE), call.finish_reason, t.uncached_input, t.cache_write, t.cache_read,
+            attrs.get(c.ERROR_TYPE), call.finish_reason, t.uncached_input, t.cache_write, t.cache_read,
             t.output, t.reasoning, priced.usd_input, priced.usd_output, priced.usd_cache_write,
             priced.usd_cache_read, priced.unpriced, priced.source, priced.version, call.convention,
         ))  # fmt: skip
-        payload = captured_payload(s)
-        if payload is not None:
-            self.contexts.add(s.trace_id, s.span_id, payload)
+        if plan.may_capture or s.events:
+            payload = captured_payload(s)
+            if payload is not None:
+                self.contexts.add(s.trace_id, s.span_id, payload)
+
+    def tables(self) -> dict[str, pa.Table]:
+        ctx = self.contexts
+        out = {"spans": _table("spans", self.spans), "charges": _table("charges", self.charges)}
+        if self.events:
+            out["guard_events"] = _table("guard_events", self.events)
+        if ctx.contexts:
+            out["content_blocks"] = _table("content_blocks", list(ctx.blocks.items()))
+            out["message_chain"] = _table("message_chain", [(t, n, p, b) for (t, n), (p, b) in ctx.nodes.items()])
+            out["contexts"] = _table("contexts", ctx.contexts)
+        return out
 
 
-_TYPES = {
-    "start_time": _TS, "end_time": _TS, "time": _TS, "ingested_at": pa.timestamp("us"),
-    "usd_input": _USD_TYPE, "usd_output": _USD_TYPE, "usd_cache_write": _USD_TYPE, "usd_cache_read": _USD_TYPE,
-    "seq": pa.int32(), "attempt": pa.int32(),
-}  # fmt: skip
+def prepare(
+    spans: Iterable[SpanRecord], prices: PriceBook | None = None, *, redact_content: bool = True
+) -> PreparedBatch:
+    """Validate spans and build every row they add (normalized, priced, redacted); nothing is stored.
 
-
-def _arrow(names: tuple[str, ...], rows: list[tuple[Any, ...]]) -> pa.Table:
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-    return pa.table({k: pa.array(v, type=_TYPES.get(k)) for k, v in zip(names, columns, strict=True)})
+    Invalid spans are listed in ``rejected`` and the rest still go on.
+    ``redact_content`` re-applies redaction to captured payloads at the door,
+    for producers that did not redact (third-party instrumentations).
+    """
+    rows = _Rows(prices or _default_prices(), redact_content)
+    received = 0
+    rejected: list[str] = []
+    traces: set[str] = set()
+    for s in spans:
+        received += 1
+        problem = _problem(s)
+        if problem:
+            rejected.append(f"{s.trace_id}/{s.span_id}: {problem}")
+            continue
+        rows.add(s)
+        traces.add(s.trace_id)
+    return PreparedBatch(received, rejected, traces, rows.unpriced, rows.tables() if traces else {})
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
-    if data.num_rows == 0:
-        return 0
     con.register("_batch", data)
     try:
         cols = ", ".join(f'"{n}"' for n in data.column_names)
@@ -221,6 +307,34 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
     return int(row[0]) if row else 0
 
 
+def write(con: duckdb.DuckDBPyConnection, batches: Sequence[PreparedBatch]) -> IngestReport:
+    """Insert prepared batches in ONE transaction (one commit however many there are)."""
+    report = IngestReport(
+        received=sum(b.received for b in batches),
+        rejected=[r for b in batches for r in b.rejected],
+        unpriced_models=set().union(*(b.unpriced_models for b in batches)),
+        traces=set().union(*(b.traces for b in batches)),
+    )
+    if not report.traces:
+        return report
+    written: dict[str, int] = {}
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for name in _SCHEMAS:  # in schema order: spans first, as the counts below expect
+            parts = [t for b in batches if (t := b.tables.get(name)) is not None and t.num_rows]
+            if parts:
+                written[name] = _insert(con, name, pa.concat_tables(parts) if len(parts) > 1 else parts[0])
+        if written.get("spans"):
+            refresh_runs(con, sorted(report.traces))
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    report.spans_written = written.get("spans", 0)
+    report.charges_written = written.get("charges", 0)
+    return report
+
+
 def ingest(
     con: duckdb.DuckDBPyConnection,
     spans: Iterable[SpanRecord],
@@ -228,50 +342,8 @@ def ingest(
     *,
     redact_content: bool = True,
 ) -> IngestReport:
-    """Append a batch of spans and everything derived from them, atomically.
-
-    Invalid spans are rejected (listed in the report) and the rest still land.
-    ``redact_content`` re-applies redaction to captured payloads at the door,
-    for producers that did not redact (third-party instrumentations).
-    """
-    report = IngestReport()
-    batch = _Batch(prices or _default_prices(), redact_content)
-    for s in spans:
-        report.received += 1
-        problem = _problem(s)
-        if problem:
-            report.rejected.append(f"{s.trace_id}/{s.span_id}: {problem}")
-            continue
-        batch.add(s)
-        report.traces.add(s.trace_id)
-    report.unpriced_models = batch.unpriced
-    if not report.traces:
-        return report
-    ctx = batch.contexts
-    con.execute("BEGIN TRANSACTION")
-    try:
-        report.spans_written = _insert(con, "spans", _arrow(_SPAN_COLUMNS, batch.spans))
-        report.charges_written = _insert(con, "charges", _arrow(_CHARGE_COLUMNS, batch.charges))
-        _insert(con, "guard_events", _arrow(_EVENT_COLUMNS, batch.events))
-        if ctx.contexts:
-            _insert(con, "content_blocks", pa.table({"hash": list(ctx.blocks), "body": list(ctx.blocks.values())}))
-            nodes = ctx.nodes
-            chain = {
-                "trace_id": [t for t, _ in nodes],
-                "node": [n for _, n in nodes],
-                "prev": [p for p, _ in nodes.values()],
-                "block": [b for _, b in nodes.values()],
-            }
-            _insert(con, "message_chain", pa.table(chain))
-            cols = ["trace_id", "span_id", "envelope", "system_block", "tools_block", "messages_node", "payload_bytes"]
-            _insert(con, "contexts", pa.table({k: [r[i] for r in ctx.contexts] for i, k in enumerate(cols)}))
-        if report.spans_written:
-            refresh_runs(con, sorted(report.traces))
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    return report
+    """Append a batch of spans and everything derived from them, atomically (``prepare`` + ``write``)."""
+    return write(con, [prepare(spans, prices, redact_content=redact_content)])
 
 
 @lru_cache(maxsize=1)

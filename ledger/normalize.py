@@ -192,7 +192,7 @@ _MESSAGE_EVENTS = {
 _TENANT_KEYS = (c.TENANT, "tenant.id", "tenant", "enduser.tenant", "session.tenant")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per model-call span at ingest (read-only)
 class ModelCall:
     provider: str
     model: str

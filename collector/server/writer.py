@@ -1,12 +1,13 @@
 """The one writer of the ledger: a bounded queue in front of a single DuckDB writer thread.
 
-HTTP threads decode request bodies and ``submit`` the spans; the writer thread
-takes everything queued (up to ``max_batch_spans``), makes ONE ``ledger.ingest``
-call of it (one transaction, one commit), and only then completes each
-request's ``Ticket``. So a request is acknowledged only after its spans are
-committed, and small requests that arrive while a commit is running are
-coalesced into the next one (an ingest call has a large fixed cost, so this is
-where sustained throughput comes from).
+HTTP threads decode request bodies and ``submit`` the spans, which builds
+their rows right there (``ledger.ingest.prepare``: the Python half of ingest);
+the writer thread takes everything queued (up to ``max_batch_spans``), makes
+ONE ``ledger.ingest.write`` of it (one transaction, one commit), and only then
+completes each request's ``Ticket``. So a request is acknowledged only after
+its spans are committed; requests that arrive while a commit is running are
+coalesced into the next one (a commit has a large fixed cost); and the next
+requests' rows are built while DuckDB, outside the GIL, commits the last ones.
 
 Memory is bounded: spans count against ``max_queued_spans`` from ``submit``
 until their batch has committed; past the bound ``submit`` raises ``QueueFull``
@@ -26,12 +27,12 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import duckdb
 
-from ledger.ingest import IngestReport, ingest
+from ledger.ingest import IngestReport, PreparedBatch, prepare, write
 from ledger.pricing import PriceBook
 from ledger.spans import SpanRecord
 
@@ -75,15 +76,15 @@ class Accepted:
 class Ticket:
     """A submitted request; ``wait`` returns once its batch has committed (or failed)."""
 
-    def __init__(self, spans: list[SpanRecord]) -> None:
-        self.spans = spans
+    def __init__(self, batch: PreparedBatch) -> None:
+        self.batch = batch
+        self.size = batch.received
         self._done = threading.Event()
         self._result: Accepted | None = None
         self._error: BaseException | None = None
 
     def _finish(self, result: Accepted | None = None, error: BaseException | None = None) -> None:
         self._result, self._error = result, error
-        self.spans = []  # release the records as soon as they are committed
         self._done.set()
 
     def wait(self, timeout: float | None = None) -> Accepted:
@@ -113,26 +114,6 @@ class WriterStats:
 class _Pending:
     tickets: deque[Ticket] = field(default_factory=deque)
     spans: int = 0  # spans submitted and not yet committed (queued + in the running batch)
-
-
-def _split_rejections(tickets: list[Ticket], rejected: list[str]) -> list[list[str]]:
-    """Give each request back its own rejected spans.
-
-    ``ingest`` walks the spans in order and appends "trace/span: reason" in that
-    order, so matching the concatenated requests against the list in step is exact.
-    """
-    out: list[list[str]] = [[] for _ in tickets]
-    if not rejected:
-        return out
-    i = 0
-    for n, ticket in enumerate(tickets):
-        for s in ticket.spans:
-            if i < len(rejected) and rejected[i].startswith(f"{s.trace_id}/{s.span_id}: "):
-                out[n].append(rejected[i])
-                i += 1
-    if i < len(rejected):  # cannot happen with ingest as written; never lose a count if it changes
-        out[-1].extend(rejected[i:])
-    return out
 
 
 def merge_reports(a: IngestReport, b: IngestReport) -> IngestReport:
@@ -217,7 +198,6 @@ class LedgerWriter:
         *,
         max_queued_spans: int = 200_000,
         max_batch_spans: int = 25_000,
-        linger_s: float = 0.1,
         redact_content: bool = True,
         on_ingested: Iterable[IngestHook] = (),
     ) -> None:
@@ -227,12 +207,10 @@ class LedgerWriter:
         self.prices = prices or PriceBook.default()
         self.max_queued_spans = max_queued_spans
         self.max_batch_spans = max_batch_spans
-        self.linger_s = linger_s
         self.redact_content = redact_content
         self.on_ingested: list[IngestHook] = list(on_ingested)
         self.stats = WriterStats()
         self._pending = _Pending()
-        self._incoming = 0  # requests being read/decoded that will submit soon
         self._cond = threading.Condition()
         self._closed = False
         self._hooks = _HookRunner(con, self.on_ingested)
@@ -244,33 +222,30 @@ class LedgerWriter:
     def queued_spans(self) -> int:
         return self._pending.spans
 
-    @contextlib.contextmanager
-    def incoming(self) -> Iterator[None]:
-        """Mark a request whose spans are being decoded: the writer may wait for them to batch them."""
-        with self._cond:
-            self._incoming += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._incoming -= 1
-                self._cond.notify_all()
-
     def submit(self, spans: list[SpanRecord]) -> Ticket:
-        """Queue spans for the next commit. Raises QueueFull or WriterUnavailable, never blocks."""
-        ticket = Ticket(spans)
+        """Build the spans' rows and queue them for the next commit.
+
+        Raises QueueFull or WriterUnavailable, never blocks on the writer. The
+        rows are built on the caller's thread, outside the lock.
+        """
+        self._check_room(len(spans))  # before the work of building rows that could not be queued
+        ticket = Ticket(prepare(spans, self.prices, redact_content=self.redact_content))
         with self._cond:
-            if self._closed:
-                raise WriterUnavailable("the collector is shutting down")
+            self._check_room(ticket.size)
             pending = self._pending
-            # An oversized request on an empty queue is still taken (the body
-            # size limit bounds it), so no request can be refused forever.
-            if pending.spans and pending.spans + len(spans) > self.max_queued_spans:
-                raise QueueFull(pending.spans, self.max_queued_spans, self._retry_after())
             pending.tickets.append(ticket)
-            pending.spans += len(spans)
+            pending.spans += ticket.size
             self._cond.notify_all()  # the writer, and any drained() waiter
         return ticket
+
+    def _check_room(self, n: int) -> None:
+        if self._closed:
+            raise WriterUnavailable("the collector is shutting down")
+        # An oversized request on an empty queue is still taken (the body
+        # size limit bounds it), so no request can be refused forever.
+        queued = self._pending.spans
+        if queued and queued + n > self.max_queued_spans:
+            raise QueueFull(queued, self.max_queued_spans, self._retry_after())
 
     def _retry_after(self) -> int:
         rate = self.stats.recent_rate
@@ -285,23 +260,15 @@ class LedgerWriter:
                 self._cond.wait()
             if not self._pending.tickets:
                 return None  # closed and drained
-            # Requests still being decoded will submit in a moment: waiting briefly for them
-            # makes one commit of several (an ingest call has a large fixed cost). Never longer
-            # than linger_s, and not at all when nothing else is on its way.
-            deadline = time.monotonic() + self.linger_s
-            while self._incoming and not self._closed:
-                queued = sum(len(t.spans) for t in self._pending.tickets)
-                left = deadline - time.monotonic()
-                if queued >= self.max_batch_spans or left <= 0:
-                    break
-                self._cond.wait(left)
+            # No lingering for more: while this commit runs (outside the GIL), the
+            # requests arriving meanwhile build their rows and queue up for the next.
             taken: list[Ticket] = []
             size = 0
             queue = self._pending.tickets
-            while queue and (not taken or size + len(queue[0].spans) <= self.max_batch_spans):
+            while queue and (not taken or size + queue[0].size <= self.max_batch_spans):
                 ticket = queue.popleft()
                 taken.append(ticket)
-                size += len(ticket.spans)
+                size += ticket.size
             return taken
 
     def _run(self) -> None:
@@ -309,15 +276,16 @@ class LedgerWriter:
             tickets = self._take()
             if tickets is None:
                 return
-            spans = [s for t in tickets for s in t.spans]
+            batches = [t.batch for t in tickets]
+            n = sum(t.size for t in tickets)
             started = time.perf_counter()
             try:
-                report = ingest(self.con, spans, self.prices, redact_content=self.redact_content)
+                report = write(self.con, batches)
             except Exception as exc:  # disk full, I/O error...: fail these requests (503), keep serving
-                log.exception("ingest of %d spans failed; the batch was rolled back", len(spans))
+                log.exception("ingest of %d spans failed; the batch was rolled back", n)
                 self.stats.failed_batches += 1
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
-                self._release(len(spans))
+                self._release(n)
                 for t in tickets:
                     t._finish(error=exc)
                 continue
@@ -331,12 +299,11 @@ class LedgerWriter:
             st.rejected += len(report.rejected)
             st.last_commit_at = time.time()
             st.last_error = ""
-            rate = len(spans) / elapsed
+            rate = n / elapsed
             st.recent_rate = rate if not st.recent_rate else 0.7 * st.recent_rate + 0.3 * rate
-            per_request = _split_rejections(tickets, report.rejected)
-            self._release(len(spans))
-            for t, rejected in zip(tickets, per_request, strict=True):
-                t._finish(Accepted(received=len(t.spans), rejected=rejected))
+            self._release(n)
+            for t in tickets:
+                t._finish(Accepted(received=t.size, rejected=t.batch.rejected))
             self._hooks.notify(report)
 
     def _release(self, n: int) -> None:

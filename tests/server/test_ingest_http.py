@@ -151,13 +151,13 @@ def test_one_bad_span_lands_the_good_ones_and_reports_the_rejected_count(server)
 
 def test_rejected_counts_stay_with_their_own_request_when_coalesced(server, monkeypatch):
     gate = threading.Event()
-    real = writer_module.ingest
+    real = writer_module.write
 
-    def slow_first(con, spans, *a, **kw):
+    def slow_first(con, batches):
         gate.wait(10)
-        return real(con, spans, *a, **kw)
+        return real(con, batches)
 
-    monkeypatch.setattr(writer_module, "ingest", slow_first)
+    monkeypatch.setattr(writer_module, "write", slow_first)
     blocker = otlp_json(run_spans("blocker"))
     results: dict[str, object] = {}
     first = threading.Thread(target=lambda: results.setdefault("blocker", post_otlp(server.url, blocker)))
@@ -201,13 +201,13 @@ def test_unsupported_media_type_is_415(server):
 def test_full_queue_is_429_with_retry_after_then_the_retry_lands(make_server, monkeypatch):
     server = make_server(max_queued_spans=6)
     gate = threading.Event()
-    real = writer_module.ingest
+    real = writer_module.write
 
-    def held(con, spans, *a, **kw):  # the writer is busy with a slow commit
+    def held(con, batches):  # the writer is busy with a slow commit
         gate.wait(10)
-        return real(con, spans, *a, **kw)
+        return real(con, batches)
 
-    monkeypatch.setattr(writer_module, "ingest", held)
+    monkeypatch.setattr(writer_module, "write", held)
     first_body = otlp_json(run_spans("first"))  # 4 spans
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("r", post_otlp(server.url, first_body)))

@@ -55,14 +55,14 @@ def test_requests_waiting_behind_a_commit_are_coalesced_into_one_ingest(tmp_path
     con = open_ledger(tmp_path / "l.duckdb")
     calls: list[int] = []
     gate = threading.Event()
-    real = w.ingest
+    real = w.write
 
-    def counting(con, spans, *a, **kw):
-        calls.append(len(spans))
+    def counting(con, batches):
+        calls.append(sum(b.received for b in batches))
         gate.wait(10)
-        return real(con, spans, *a, **kw)
+        return real(con, batches)
 
-    monkeypatch.setattr(w, "ingest", counting)
+    monkeypatch.setattr(w, "write", counting)
     writer = LedgerWriter(con, max_batch_spans=12)
     try:
         first = writer.submit(run_spans("c-first"))
