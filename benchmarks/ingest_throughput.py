@@ -54,6 +54,7 @@ MS = 1_000_000
 T0 = 1_790_000_000_000_000_000
 BATCH = 512
 TARGET = 25_000
+WORKER_ARGS: list[str] = []  # extra `serve` options (main sets --decode-workers)
 
 # --- a realistic workload ----------------------------------------------------------------
 WORDS = [
@@ -328,7 +329,7 @@ def end_to_end(
     port = _free_port()
     db = folder / "e2e.duckdb"
     server = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db)],
+        [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db), *WORKER_ARGS],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TURNLEDGER_TOKEN": ""},
     )  # fmt: skip
     try:

@@ -37,7 +37,16 @@ from .pricing import PriceBook
 from .redact import redact_text
 from .spans import SpanRecord
 
-__all__ = ["MAX_ATTRIBUTE_CHARS", "IngestReport", "PreparedBatch", "ingest", "prepare", "refresh_runs", "write"]
+__all__ = [
+    "MAX_ATTRIBUTE_CHARS",
+    "IngestReport",
+    "PreparedBatch",
+    "ingest",
+    "prepare",
+    "refresh_pending_runs",
+    "refresh_runs",
+    "write",
+]
 
 # Attribute values longer than this are cut (the original length is noted in
 # the value). Captured request payloads are exempt: they go to the content store.
@@ -307,8 +316,16 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
     return int(row[0]) if row else 0
 
 
-def write(con: duckdb.DuckDBPyConnection, batches: Sequence[PreparedBatch]) -> IngestReport:
-    """Insert prepared batches in ONE transaction (one commit however many there are)."""
+def write(
+    con: duckdb.DuckDBPyConnection, batches: Sequence[PreparedBatch], *, defer_runs: bool = False
+) -> IngestReport:
+    """Insert prepared batches in ONE transaction (one commit however many there are).
+
+    The touched traces' ``runs`` rows are rebuilt in the same transaction, with
+    any left pending before. ``defer_runs`` leaves them pending instead (in
+    ``runs_pending``, committed with the spans): a server under load rebuilds
+    the runs of many commits at once.
+    """
     report = IngestReport(
         received=sum(b.received for b in batches),
         rejected=[r for b in batches for r in b.rejected],
@@ -325,7 +342,10 @@ def write(con: duckdb.DuckDBPyConnection, batches: Sequence[PreparedBatch]) -> I
             if parts:
                 written[name] = _insert(con, name, pa.concat_tables(parts) if len(parts) > 1 else parts[0])
         if written.get("spans"):
-            refresh_runs(con, sorted(report.traces))
+            if defer_runs:
+                _insert(con, "runs_pending", pa.table({"trace_id": sorted(report.traces)}))
+            else:
+                _refresh_with_pending(con, report.traces)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -333,6 +353,27 @@ def write(con: duckdb.DuckDBPyConnection, batches: Sequence[PreparedBatch]) -> I
     report.spans_written = written.get("spans", 0)
     report.charges_written = written.get("charges", 0)
     return report
+
+
+def _refresh_with_pending(con: duckdb.DuckDBPyConnection, traces: set[str]) -> set[str]:
+    pending = {row[0] for row in con.execute("SELECT trace_id FROM runs_pending").fetchall()}
+    if traces or pending:
+        refresh_runs(con, sorted(traces | pending))
+    if pending:
+        con.execute("DELETE FROM runs_pending")
+    return pending
+
+
+def refresh_pending_runs(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Rebuild the runs that ``write(defer_runs=True)`` left pending; returns their trace ids."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        pending = _refresh_with_pending(con, set())
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return pending
 
 
 def ingest(

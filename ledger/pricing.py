@@ -15,7 +15,7 @@ import tomllib
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -220,6 +220,10 @@ class PriceBook:
         self.overrides = sorted(overrides or [], key=lambda o: o.effective_from)
         self.use_database = use_database
         self._lookup = lru_cache(maxsize=4096)(self._resolve)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable (the collector's decoder processes get one) without its cache.
+        return (partial(PriceBook, use_database=self.use_database), (self.overrides,))
 
     @classmethod
     def default(cls, user_file: Path | str | None = None) -> PriceBook:

@@ -200,10 +200,20 @@ ALTER TABLE alert_deliveries ADD COLUMN latency_ms DOUBLE;
 CREATE INDEX alerts_rule ON alerts (budget_id, state_key);
 """
 
+# Traces whose ``runs`` row is behind their spans. Under load the collector
+# commits spans and acknowledges them first and rebuilds the runs of many
+# commits at once (``ledger.ingest.write(defer_runs=True)``); the traces wait
+# here, in the same transaction as their spans, so a crash in between is caught
+# up on the next start.
+_V4_RUNS_PENDING = """
+CREATE TABLE runs_pending (trace_id VARCHAR PRIMARY KEY);
+"""
+
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
     (3, "budget rules v2", _V3_BUDGET_RULES),
+    (4, "runs pending a rebuild", _V4_RUNS_PENDING),
 ]
 
 

@@ -56,13 +56,13 @@ from ledger.settings import db_path
 from ledger.store import open_ledger
 
 from . import api, budget_routes
+from .decode_pool import DecodePool, DecoderCrashed
 from .otlp_http import (
     JSON,
     PROTOBUF,
     BodyTooLarge,
     UnsupportedEncoding,
     UnsupportedMediaType,
-    decode_body,
     decompress,
     export_response,
     media_kind,
@@ -93,6 +93,7 @@ class ServerConfig:
     max_queued_spans: int = 200_000  # decoded, not yet committed; more → 429
     max_batch_spans: int = 25_000  # coalesced into one ingest call (one transaction)
     max_concurrent_decodes: int = 4  # request bodies being read/decoded at once
+    decode_workers: int = 0  # processes that decode bodies and build rows; 0: on the request's thread
     ack_timeout_s: float = 20.0  # waiting for the commit longer than this → 503 (retry is safe)
     reader_connections: int = 4  # concurrent named queries
     redact_content: bool = True  # re-redact captured payloads at the door (third-party producers)
@@ -376,7 +377,7 @@ class _Handler(BaseHTTPRequestHandler):
             raw = self._read_body(cfg.max_body_bytes)
             body = decompress(raw, self.headers.get("Content-Encoding"), cfg.max_decoded_bytes)
             del raw
-            spans = decode_body(body, kind)
+            batch = c.decoder.prepare(body, kind)
             del body
         except BodyTooLarge as exc:
             self.close_connection = True
@@ -388,11 +389,14 @@ class _Handler(BaseHTTPRequestHandler):
         except (MalformedInput, ValueError) as exc:
             self._otlp_error(kind, 400, f"not a valid OTLP ExportTraceServiceRequest, nothing written: {exc}")
             return None
-        if not spans:
+        except DecoderCrashed as exc:
+            self._otlp_error(kind, 503, str(exc), retry_after=1)
+            return None
+        if not batch.received:
             self._send(200, export_response(kind), kind)
             return None
         try:
-            return c.writer.submit(spans)
+            return c.writer.submit_prepared(batch)
         except QueueFull as exc:
             self._otlp_error(kind, 429, str(exc), retry_after=exc.retry_after)
         except WriterUnavailable as exc:
@@ -557,6 +561,7 @@ class CollectorServer:
             redact_content=cfg.redact_content,
             on_ingested=hooks,
         )
+        self.decoder = DecodePool(cfg.decode_workers, self.writer.prices, cfg.redact_content)
         self.readers = _ReaderPool(self.con, cfg.reader_connections)
         self._decode_slots = threading.BoundedSemaphore(max(1, cfg.max_concurrent_decodes))
         try:
@@ -596,6 +601,7 @@ class CollectorServer:
         # Order matters: the writer commits what was accepted and its hooks evaluate
         # budgets on it; then the governor delivers those alerts and records the
         # attempts through the still-open connection; only then does the connection close.
+        self.decoder.close()
         self.writer.close(timeout)
         if self.governor is not None:
             self.governor.join(min(timeout, _ALERT_GRACE_S))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from .app import DEFAULT_HOST, DEFAULT_PORT, CollectorServer, MiB, ServerConfig
 __all__ = ["add_serve", "add_up", "build_server", "cmd_serve", "cmd_up", "load_samples_if_empty", "wait_for_stop"]
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+DEFAULT_DECODE_WORKERS = max(1, (os.cpu_count() or 2) - 1)
 
 
 def add_serve(p: argparse.ArgumentParser) -> None:
@@ -42,6 +44,13 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         type=int,
         default=200_000,
         help="spans decoded but not yet committed before exporters are told to back off (default 200000)",
+    )
+    p.add_argument(
+        "--decode-workers",
+        type=int,
+        default=DEFAULT_DECODE_WORKERS,
+        help="processes that decode OTLP bodies and build ledger rows, so the writer keeps its core; "
+        f"0 decodes on the request threads (default {DEFAULT_DECODE_WORKERS}: one per core but one)",
     )
     p.add_argument(
         "--sweep-interval",
@@ -72,6 +81,8 @@ def add_up(p: argparse.ArgumentParser) -> None:
 def _config(a: argparse.Namespace) -> ServerConfig:
     if a.max_body_mb <= 0 or a.queue_spans <= 0:
         raise TurnledgerError(f"--max-body-mb ({a.max_body_mb}) and --queue-spans ({a.queue_spans}) must be positive")
+    if a.decode_workers < 0:
+        raise TurnledgerError(f"--decode-workers ({a.decode_workers}) must be 0 or more")
     if not a.sweep_interval > 0:
         raise TurnledgerError(f"--sweep-interval ({a.sweep_interval}) must be a positive number of seconds")
     try:
@@ -86,6 +97,7 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         max_body_bytes=int(a.max_body_mb * MiB),
         max_decoded_bytes=max(int(a.max_body_mb * MiB), 64 * MiB),
         max_queued_spans=a.queue_spans,
+        decode_workers=a.decode_workers,
         prices=prices,
     )
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from ledger.ingest import IngestReport, PreparedBatch, prepare, write
+from ledger.ingest import IngestReport, PreparedBatch, prepare, refresh_pending_runs, write
 from ledger.pricing import PriceBook
 from ledger.spans import SpanRecord
 
@@ -198,6 +198,7 @@ class LedgerWriter:
         *,
         max_queued_spans: int = 200_000,
         max_batch_spans: int = 25_000,
+        runs_lag_s: float = 0.5,
         redact_content: bool = True,
         on_ingested: Iterable[IngestHook] = (),
     ) -> None:
@@ -207,13 +208,18 @@ class LedgerWriter:
         self.prices = prices or PriceBook.default()
         self.max_queued_spans = max_queued_spans
         self.max_batch_spans = max_batch_spans
+        self.runs_lag_s = runs_lag_s
         self.redact_content = redact_content
         self.on_ingested: list[IngestHook] = list(on_ingested)
         self.stats = WriterStats()
         self._pending = _Pending()
+        # Committed batches whose runs rows are not rebuilt yet (merged), and since when.
+        self._runs_behind: IngestReport | None = None
+        self._behind_since = 0.0
         self._cond = threading.Condition()
         self._closed = False
         self._hooks = _HookRunner(con, self.on_ingested)
+        self._catch_up_runs()  # before the thread starts: nothing else uses the connection yet
         self._thread = threading.Thread(target=self._run, name="turnledger-writer", daemon=True)
         self._thread.start()
 
@@ -223,13 +229,13 @@ class LedgerWriter:
         return self._pending.spans
 
     def submit(self, spans: list[SpanRecord]) -> Ticket:
-        """Build the spans' rows and queue them for the next commit.
+        """Build the spans' rows on the caller's thread and queue them (see ``submit_prepared``)."""
+        self._check_room(len(spans))  # before building rows that could not be queued
+        return self.submit_prepared(prepare(spans, self.prices, redact_content=self.redact_content))
 
-        Raises QueueFull or WriterUnavailable, never blocks on the writer. The
-        rows are built on the caller's thread, outside the lock.
-        """
-        self._check_room(len(spans))  # before the work of building rows that could not be queued
-        ticket = Ticket(prepare(spans, self.prices, redact_content=self.redact_content))
+    def submit_prepared(self, batch: PreparedBatch) -> Ticket:
+        """Queue a batch's rows for the next commit. Raises QueueFull or WriterUnavailable, never blocks."""
+        ticket = Ticket(batch)
         with self._cond:
             self._check_room(ticket.size)
             pending = self._pending
@@ -276,35 +282,61 @@ class LedgerWriter:
             tickets = self._take()
             if tickets is None:
                 return
-            batches = [t.batch for t in tickets]
-            n = sum(t.size for t in tickets)
-            started = time.perf_counter()
-            try:
-                report = write(self.con, batches)
-            except Exception as exc:  # disk full, I/O error...: fail these requests (503), keep serving
-                log.exception("ingest of %d spans failed; the batch was rolled back", n)
-                self.stats.failed_batches += 1
-                self.stats.last_error = f"{type(exc).__name__}: {exc}"
-                self._release(n)
-                for t in tickets:
-                    t._finish(error=exc)
-                continue
-            elapsed = max(time.perf_counter() - started, 1e-6)
-            st = self.stats
-            st.batches += 1
-            st.requests += len(tickets)
-            st.spans_received += report.received
-            st.spans_written += report.spans_written
-            st.duplicates += report.duplicates
-            st.rejected += len(report.rejected)
-            st.last_commit_at = time.time()
-            st.last_error = ""
-            rate = n / elapsed
-            st.recent_rate = rate if not st.recent_rate else 0.7 * st.recent_rate + 0.3 * rate
+            self._commit(tickets)
+
+    def _commit(self, tickets: list[Ticket]) -> None:
+        batches = [t.batch for t in tickets]
+        n = sum(t.size for t in tickets)
+        # Rebuilding runs rows is a fixed cost per commit: while more requests wait,
+        # it is left for a later commit (at most runs_lag_s later), so one rebuild
+        # covers many commits. With nothing waiting, it is done in this one.
+        defer = bool(self._pending.tickets) and (
+            self._runs_behind is None or time.monotonic() - self._behind_since < self.runs_lag_s
+        )
+        started = time.perf_counter()
+        try:
+            report = write(self.con, batches, defer_runs=defer)
+        except Exception as exc:  # disk full, I/O error...: fail these requests (503), keep serving
+            log.exception("ingest of %d spans failed; the batch was rolled back", n)
+            self.stats.failed_batches += 1
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"
             self._release(n)
             for t in tickets:
-                t._finish(Accepted(received=t.size, rejected=t.batch.rejected))
-            self._hooks.notify(report)
+                t._finish(error=exc)
+            return
+        elapsed = max(time.perf_counter() - started, 1e-6)
+        st = self.stats
+        st.batches += 1
+        st.requests += len(tickets)
+        st.spans_received += report.received
+        st.spans_written += report.spans_written
+        st.duplicates += report.duplicates
+        st.rejected += len(report.rejected)
+        st.last_commit_at = time.time()
+        st.last_error = ""
+        rate = n / elapsed
+        st.recent_rate = rate if not st.recent_rate else 0.7 * st.recent_rate + 0.3 * rate
+        for t in tickets:
+            t._finish(Accepted(received=t.size, rejected=t.batch.rejected))
+        behind = self._runs_behind
+        if defer and report.spans_written:
+            if behind is None:
+                self._behind_since = time.monotonic()
+            self._runs_behind = report if behind is None else merge_reports(behind, report)
+        else:  # this batch's runs and every deferred one's are rebuilt: budgets may look now
+            self._runs_behind = None
+            self._hooks.notify(report if behind is None else merge_reports(behind, report))
+        self._release(n)
+
+    def _catch_up_runs(self) -> None:
+        """Rebuild runs left pending by a crash between a deferred commit and its rebuild."""
+        try:
+            traces = refresh_pending_runs(self.con)
+        except Exception:
+            log.exception("rebuilding pending runs failed; the next commit retries")
+            return
+        if traces:
+            log.info("rebuilt the runs of %d traces left pending by the last shutdown", len(traces))
 
     def _release(self, n: int) -> None:
         with self._cond:

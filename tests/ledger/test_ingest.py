@@ -139,3 +139,43 @@ def test_filters_narrow_every_figure(ledger, load):
 
 def _five_turn_total(con):
     return con.execute("SELECT usd_total FROM runs WHERE tenant = 'acme'").fetchone()[0]
+
+
+def _runs(con):
+    return con.execute("SELECT * EXCLUDE (trace_id), trace_id FROM runs ORDER BY trace_id").fetchall()
+
+
+def test_deferred_runs_are_pending_until_a_later_write_rebuilds_them_exactly(ledger, tmp_path):
+    from ledger.store import open_ledger
+
+    names = ("five_turn_run", "retry_and_loop", "budget_warn")
+    reference = open_ledger(tmp_path / "reference.duckdb")
+    for name in names:
+        ingest(reference, build(name))
+    prepared = [ingest_module.prepare(build(name)) for name in names]
+    ingest_module.write(ledger, prepared[:2], defer_runs=True)
+    # the spans and charges are committed; their runs wait in runs_pending
+    assert ledger.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    assert ledger.execute("SELECT count(*) FROM runs_pending").fetchone()[0] == 2
+    assert _totals(ledger) != (None, None, None, None)
+    ingest_module.write(ledger, prepared[2:])  # an ordinary write rebuilds its runs and the pending ones
+    assert ledger.execute("SELECT count(*) FROM runs_pending").fetchone()[0] == 0
+    assert _runs(ledger) == _runs(reference)
+    # what a crash leaves pending is rebuilt on its own too
+    ingest_module.write(ledger, [ingest_module.prepare(build("openai_style"))], defer_runs=True)
+    assert ingest_module.refresh_pending_runs(ledger) == {build("openai_style")[0].trace_id}
+    ingest(reference, build("openai_style"))
+    assert _runs(ledger) == _runs(reference)
+
+
+def test_prepared_batches_written_together_equal_one_ingest(ledger, tmp_path):
+    from ledger.store import open_ledger
+
+    spans = build("five_turn_run") + build("retry_and_loop")
+    reference = open_ledger(tmp_path / "reference.duckdb")
+    ingest(reference, spans)
+    halves = [ingest_module.prepare(spans[:7]), ingest_module.prepare(spans[7:]), ingest_module.prepare(spans[:3])]
+    report = ingest_module.write(ledger, halves)
+    assert report.spans_written == len(spans) and report.duplicates == 3
+    assert _counts(ledger) == _counts(reference) and _totals(ledger) == _totals(reference)
+    assert _runs(ledger) == _runs(reference)

@@ -153,9 +153,9 @@ def test_rejected_counts_stay_with_their_own_request_when_coalesced(server, monk
     gate = threading.Event()
     real = writer_module.write
 
-    def slow_first(con, batches):
+    def slow_first(con, batches, **kw):
         gate.wait(10)
-        return real(con, batches)
+        return real(con, batches, **kw)
 
     monkeypatch.setattr(writer_module, "write", slow_first)
     blocker = otlp_json(run_spans("blocker"))
@@ -203,9 +203,9 @@ def test_full_queue_is_429_with_retry_after_then_the_retry_lands(make_server, mo
     gate = threading.Event()
     real = writer_module.write
 
-    def held(con, batches):  # the writer is busy with a slow commit
+    def held(con, batches, **kw):  # the writer is busy with a slow commit
         gate.wait(10)
-        return real(con, batches)
+        return real(con, batches, **kw)
 
     monkeypatch.setattr(writer_module, "write", held)
     first_body = otlp_json(run_spans("first"))  # 4 spans
@@ -258,3 +258,28 @@ def test_chunked_request_body_lands(server):
     assert (r.status, r.read()) == (200, b"{}")
     conn.close()
     assert count(server, "SELECT count(*) FROM spans") == 4
+
+
+def test_decoder_processes_give_the_same_rows_and_a_crashed_one_costs_one_retry(make_server):
+    import os
+    import signal
+
+    server = make_server(decode_workers=1)
+    # protobuf from the official exporter, priced in the worker with the server's price book
+    assert OTLPSpanExporter(endpoint=f"{server.url}/v1/traces").export(sdk_spans(2)) is SpanExportResult.SUCCESS
+    usd = "SELECT sum(usd_input + usd_output + usd_cache_write + usd_cache_read) FROM charges"
+    assert count(server, usd) == Decimal("0.010353")
+    # one bad span: the rest land, the count comes back; garbage: 400, nothing written
+    spans = run_spans("worker-partial")
+    r = post_otlp(server.url, otlp_json([dataclasses.replace(spans[0], span_id="xyz"), *spans[1:]]))
+    assert r.status == 200 and r.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert post_otlp(server.url, b"\xff\xfe not protobuf", PROTOBUF).status == 400
+    assert count(server, "SELECT count(*) FROM spans") == 3 + len(spans) - 1
+    # a worker killed mid-flight: that request is 503 with Retry-After, the retry lands
+    for pid in list(server.decoder._pool._processes):
+        os.kill(pid, signal.SIGKILL)
+    again = run_spans("after-crash")
+    r = post_otlp(server.url, otlp_json(again))
+    assert r.status == 503 and r.headers["retry-after"] == "1"
+    assert post_otlp(server.url, otlp_json(again)).status == 200
+    assert count(server, "SELECT count(*) FROM spans WHERE trace_id = ?", [again[0].trace_id]) == len(again)

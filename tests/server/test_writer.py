@@ -57,10 +57,10 @@ def test_requests_waiting_behind_a_commit_are_coalesced_into_one_ingest(tmp_path
     gate = threading.Event()
     real = w.write
 
-    def counting(con, batches):
+    def counting(con, batches, **kw):
         calls.append(sum(b.received for b in batches))
         gate.wait(10)
-        return real(con, batches)
+        return real(con, batches, **kw)
 
     monkeypatch.setattr(w, "write", counting)
     writer = LedgerWriter(con, max_batch_spans=12)

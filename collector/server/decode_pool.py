@@ -1,0 +1,80 @@
+"""Decoding OTLP bodies and building their ledger rows in worker processes.
+
+That work (``collector.otlp`` + ``ledger.ingest.prepare``) is pure Python and
+holds the GIL; in the server's own process it competes with the DuckDB writer
+thread, which needs the GIL between statements. Worker processes take it out
+of that process: a body goes in (bytes), a ``PreparedBatch`` comes back (its
+Arrow tables pickle as IPC buffers), and the writer's process is left with
+socket I/O and commits.
+
+With ``workers=0`` the work stays on the request's thread (tests, tiny setups).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+from ledger.ingest import PreparedBatch, prepare
+from ledger.pricing import PriceBook
+
+from .otlp_http import decode_body
+
+__all__ = ["DecodePool", "DecoderCrashed"]
+
+
+class DecoderCrashed(Exception):
+    """A worker process died while decoding (nothing of the request was queued): 503."""
+
+
+# Set once per worker process by the pool's initializer.
+_prices: PriceBook | None = None
+_redact = True
+
+
+def _init_worker(prices: PriceBook, redact_content: bool) -> None:
+    global _prices, _redact
+    _prices, _redact = prices, redact_content
+
+
+def _decode_and_prepare(body: bytes, kind: str) -> PreparedBatch:
+    return prepare(decode_body(body, kind), _prices, redact_content=_redact)
+
+
+class DecodePool:
+    """``prepare(body, kind)``: on a worker process if there are any, else right here."""
+
+    def __init__(self, workers: int, prices: PriceBook, redact_content: bool) -> None:
+        self.workers = workers
+        self.prices = prices
+        self.redact_content = redact_content
+        self._pool: ProcessPoolExecutor | None = None
+        if workers > 0:
+            self._pool = self._start()
+
+    def _start(self) -> ProcessPoolExecutor:
+        # "spawn", not fork: the server process runs threads and DuckDB's own.
+        return ProcessPoolExecutor(
+            self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_init_worker,
+            initargs=(self.prices, self.redact_content),
+        )
+
+    def prepare(self, body: bytes, kind: str) -> PreparedBatch:
+        """Rows of an OTLP body. Raises MalformedInput (bad body) or DecoderCrashed."""
+        if self._pool is None:
+            return prepare(decode_body(body, kind), self.prices, redact_content=self.redact_content)
+        pool = self._pool
+        try:
+            return pool.submit(_decode_and_prepare, body, kind).result()
+        except BrokenProcessPool:
+            if self._pool is pool:  # the first request to see it starts a fresh pool
+                self._pool = self._start()
+                pool.shutdown(wait=False)
+            raise DecoderCrashed("a decoder process died; retry the export") from None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
