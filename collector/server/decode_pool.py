@@ -13,6 +13,9 @@ With ``workers=0`` the work stays on the request's thread (tests, tiny setups).
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -36,6 +39,15 @@ _redact = True
 def _init_worker(prices: PriceBook, redact_content: bool) -> None:
     global _prices, _redact
     _prices, _redact = prices, redact_content
+    # A worker blocks on its task queue, and that queue never reports EOF (the worker
+    # holds both ends): if the server is killed (kill -9, OOM) the worker must notice.
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def _decode_and_prepare(body: bytes, kind: str) -> PreparedBatch:
