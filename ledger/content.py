@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 import duckdb
+import orjson
 
 from .redact import redact
 
@@ -30,8 +31,13 @@ _ROOT = "root"
 
 def _dumps(value: Any) -> str:
     # Key order is kept (not sorted): the exact payload is what gets reproduced,
-    # and an ordering change is itself a cache invalidator worth seeing.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # and an ordering change is itself a cache invalidator worth seeing. orjson
+    # writes the same compact form ~10x faster (every turn re-sends its history);
+    # the stdlib takes what orjson refuses (integers past 64 bits).
+    try:
+        return orjson.dumps(value).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _hash(text: str) -> str:

@@ -120,7 +120,9 @@ def _attribute_plan(keys: tuple[str, ...], llm_span: bool) -> _AttributePlan:
             moved.append(key)
         elif any(marker in key for marker in _FREE_TEXT_MARKERS):
             free_text.append(key)
-    return _AttributePlan(tuple(moved), tuple(free_text), bool(moved) or OPENINFERENCE_REQUEST[0] in keys)
+    # input.value can hold the request on a GenAI "chat" span too (captured_payload reads it there)
+    may_capture = bool(moved) or "input.value" in keys
+    return _AttributePlan(tuple(moved), tuple(free_text), may_capture)
 
 
 def _truncated(value: Any) -> Any:
@@ -199,15 +201,29 @@ def _table(name: str, rows: list[tuple[Any, ...]]) -> pa.Table:
     return pa.table([pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], schema=schema)
 
 
+Rows = list[tuple[Any, ...]]
+
+
 @dataclass
 class PreparedBatch:
-    """Spans turned into rows for every table, ready for ``write``; built without a connection."""
+    """Spans turned into rows for every table, ready for ``write``; built without a connection.
+
+    The rows stay Python tuples until ``to_arrow`` (or ``write``) converts them:
+    converting has a fixed cost per column, which many small requests written
+    together pay once. ``to_arrow`` is for shipping a batch between processes.
+    """
 
     received: int
     rejected: list[str]  # "trace/span: reason", in the order the spans came
     traces: set[str]
     unpriced_models: set[str]
-    tables: dict[str, pa.Table]
+    rows: dict[str, Rows]
+    tables: dict[str, pa.Table] = field(default_factory=dict)
+
+    def to_arrow(self) -> PreparedBatch:
+        self.tables.update({name: _table(name, rows) for name, rows in self.rows.items() if rows})
+        self.rows = {}
+        return self
 
 
 class _Rows:
@@ -270,16 +286,16 @@ class _Rows:
             if payload is not None:
                 self.contexts.add(s.trace_id, s.span_id, payload)
 
-    def tables(self) -> dict[str, pa.Table]:
+    def tables(self) -> dict[str, Rows]:
         ctx = self.contexts
-        out = {"spans": _table("spans", self.spans), "charges": _table("charges", self.charges)}
-        if self.events:
-            out["guard_events"] = _table("guard_events", self.events)
-        if ctx.contexts:
-            out["content_blocks"] = _table("content_blocks", list(ctx.blocks.items()))
-            out["message_chain"] = _table("message_chain", [(t, n, p, b) for (t, n), (p, b) in ctx.nodes.items()])
-            out["contexts"] = _table("contexts", ctx.contexts)
-        return out
+        return {
+            "spans": self.spans,
+            "charges": self.charges,
+            "guard_events": self.events,
+            "content_blocks": list(ctx.blocks.items()),
+            "message_chain": [(t, n, p, b) for (t, n), (p, b) in ctx.nodes.items()],
+            "contexts": ctx.contexts,
+        }
 
 
 def prepare(
@@ -303,7 +319,7 @@ def prepare(
             continue
         rows.add(s)
         traces.add(s.trace_id)
-    return PreparedBatch(received, rejected, traces, rows.unpriced, rows.tables() if traces else {})
+    return PreparedBatch(received, rejected, traces, rows.unpriced, rows.tables())
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
@@ -339,6 +355,9 @@ def write(
     try:
         for name in _SCHEMAS:  # in schema order: spans first, as the counts below expect
             parts = [t for b in batches if (t := b.tables.get(name)) is not None and t.num_rows]
+            rows = [r for b in batches for r in b.rows.get(name, ())]
+            if rows:
+                parts.append(_table(name, rows))
             if parts:
                 written[name] = _insert(con, name, pa.concat_tables(parts) if len(parts) > 1 else parts[0])
         if written.get("spans"):

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import orjson
+
 from . import conventions as c
 from .pricing import TokenCounts
 from .spans import SpanRecord
@@ -294,7 +296,11 @@ def model_call(span: SpanRecord) -> ModelCall | None:
 def _json_value(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
-            return json.loads(raw)
+            return orjson.loads(raw)  # captured payloads are large: ~2x the stdlib's speed
+        except orjson.JSONDecodeError:
+            pass
+        try:
+            return json.loads(raw)  # what orjson refuses but JSON-ish producers send (NaN)
         except json.JSONDecodeError:
             return raw
     return raw

@@ -353,7 +353,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._otlp_error(kind, 503, "collector is busy decoding other requests", retry_after=1)
             return
         try:
-            ticket = self._decode_and_submit(kind)
+            with c.writer.incoming():
+                ticket = self._decode_and_submit(kind)
         finally:
             c._decode_slots.release()
         if ticket is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -39,6 +40,9 @@ _redact = True
 def _init_worker(prices: PriceBook, redact_content: bool) -> None:
     global _prices, _redact
     _prices, _redact = prices, redact_content
+    # Ctrl-C on `turnledger up` reaches the whole process group: the server stops its
+    # workers itself, after committing what they decoded, so they ignore it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A worker blocks on its task queue, and that queue never reports EOF (the worker
     # holds both ends): if the server is killed (kill -9, OOM) the worker must notice.
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
@@ -50,8 +54,14 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(0)
 
 
+def _warm_up() -> None:
+    time.sleep(0.05)  # long enough that each warm-up lands on a worker of its own
+
+
 def _decode_and_prepare(body: bytes, kind: str) -> PreparedBatch:
-    return prepare(decode_body(body, kind), _prices, redact_content=_redact)
+    # Arrow here, not in the server: the conversion's work stays in the worker, and
+    # Arrow buffers cross the process boundary cheaper than tuples of Python objects.
+    return prepare(decode_body(body, kind), _prices, redact_content=_redact).to_arrow()
 
 
 class DecodePool:
@@ -67,12 +77,17 @@ class DecodePool:
 
     def _start(self) -> ProcessPoolExecutor:
         # "spawn", not fork: the server process runs threads and DuckDB's own.
-        return ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             self.workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_worker,
             initargs=(self.prices, self.redact_content),
         )
+        # Start every worker now (a spawned worker takes a second or two to import
+        # its modules), not on the first requests.
+        for _ in range(self.workers):
+            pool.submit(_warm_up)
+        return pool
 
     def prepare(self, body: bytes, kind: str) -> PreparedBatch:
         """Rows of an OTLP body. Raises MalformedInput (bad body) or DecoderCrashed."""

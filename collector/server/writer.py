@@ -1,13 +1,17 @@
 """The one writer of the ledger: a bounded queue in front of a single DuckDB writer thread.
 
-HTTP threads decode request bodies and ``submit`` the spans, which builds
-their rows right there (``ledger.ingest.prepare``: the Python half of ingest);
-the writer thread takes everything queued (up to ``max_batch_spans``), makes
-ONE ``ledger.ingest.write`` of it (one transaction, one commit), and only then
-completes each request's ``Ticket``. So a request is acknowledged only after
-its spans are committed; requests that arrive while a commit is running are
-coalesced into the next one (a commit has a large fixed cost); and the next
-requests' rows are built while DuckDB, outside the GIL, commits the last ones.
+Requests are decoded and their rows built (``ledger.ingest.prepare``, the
+Python half of ingest) before they reach the writer: in a decoder process or
+on the HTTP thread (``submit``). The writer thread takes everything queued (up
+to ``max_batch_spans``), makes ONE ``ledger.ingest.write`` of it (one
+transaction, one commit), and only then completes each request's ``Ticket``.
+So a request is acknowledged only after its spans are committed; requests that
+arrive while a commit runs are coalesced into the next one (a commit has a
+large fixed cost); and the next requests are decoded while DuckDB commits.
+
+Rebuilding the ``runs`` rows of the touched traces is a fixed cost per commit
+too: while more requests are queued or being decoded, it is deferred
+(``write(defer_runs=True)``) to a later commit, at most ``runs_lag_s`` later.
 
 Memory is bounded: spans count against ``max_queued_spans`` from ``submit``
 until their batch has committed; past the bound ``submit`` raises ``QueueFull``
@@ -27,7 +31,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import duckdb
@@ -198,6 +202,8 @@ class LedgerWriter:
         *,
         max_queued_spans: int = 200_000,
         max_batch_spans: int = 25_000,
+        min_batch_spans: int = 2_048,
+        linger_s: float = 0.1,
         runs_lag_s: float = 0.5,
         redact_content: bool = True,
         on_ingested: Iterable[IngestHook] = (),
@@ -208,11 +214,14 @@ class LedgerWriter:
         self.prices = prices or PriceBook.default()
         self.max_queued_spans = max_queued_spans
         self.max_batch_spans = max_batch_spans
+        self.min_batch_spans = min_batch_spans
+        self.linger_s = linger_s
         self.runs_lag_s = runs_lag_s
         self.redact_content = redact_content
         self.on_ingested: list[IngestHook] = list(on_ingested)
         self.stats = WriterStats()
         self._pending = _Pending()
+        self._incoming = 0  # requests being decoded that will submit in a moment
         # Committed batches whose runs rows are not rebuilt yet (merged), and since when.
         self._runs_behind: IngestReport | None = None
         self._behind_since = 0.0
@@ -227,6 +236,18 @@ class LedgerWriter:
     @property
     def queued_spans(self) -> int:
         return self._pending.spans
+
+    @contextlib.contextmanager
+    def incoming(self) -> Iterator[None]:
+        """Mark a request being decoded: the writer may wait for it (``linger_s``) and defer runs for it."""
+        with self._cond:
+            self._incoming += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._incoming -= 1
+                self._cond.notify_all()  # a lingering writer
 
     def submit(self, spans: list[SpanRecord]) -> Ticket:
         """Build the spans' rows on the caller's thread and queue them (see ``submit_prepared``)."""
@@ -266,8 +287,15 @@ class LedgerWriter:
                 self._cond.wait()
             if not self._pending.tickets:
                 return None  # closed and drained
-            # No lingering for more: while this commit runs (outside the GIL), the
-            # requests arriving meanwhile build their rows and queue up for the next.
+            # A commit has a fixed cost, so with little queued and more requests being
+            # decoded, wait briefly (linger_s at most) for them. With min_batch_spans
+            # queued, commit at once: the next requests build their rows meanwhile.
+            deadline = time.monotonic() + self.linger_s
+            while self._incoming and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0 or sum(t.size for t in self._pending.tickets) >= self.min_batch_spans:
+                    break
+                self._cond.wait(left)
             taken: list[Ticket] = []
             size = 0
             queue = self._pending.tickets
@@ -287,10 +315,10 @@ class LedgerWriter:
     def _commit(self, tickets: list[Ticket]) -> None:
         batches = [t.batch for t in tickets]
         n = sum(t.size for t in tickets)
-        # Rebuilding runs rows is a fixed cost per commit: while more requests wait,
-        # it is left for a later commit (at most runs_lag_s later), so one rebuild
-        # covers many commits. With nothing waiting, it is done in this one.
-        defer = bool(self._pending.tickets) and (
+        # Rebuilding runs rows is a fixed cost per commit: while more requests wait
+        # or are being decoded, it is left for a later commit (at most runs_lag_s
+        # later), so one rebuild covers many commits. Otherwise it is done in this one.
+        defer = bool(self._pending.tickets or self._incoming) and (
             self._runs_behind is None or time.monotonic() - self._behind_since < self.runs_lag_s
         )
         started = time.perf_counter()
@@ -318,12 +346,15 @@ class LedgerWriter:
         st.recent_rate = rate if not st.recent_rate else 0.7 * st.recent_rate + 0.3 * rate
         for t in tickets:
             t._finish(Accepted(received=t.size, rejected=t.batch.rejected))
+        # Budgets look at every commit at once (spend rules read charges). Traces whose
+        # runs were deferred are shown to them again once rebuilt (for run-level rules).
         behind = self._runs_behind
         if defer and report.spans_written:
             if behind is None:
                 self._behind_since = time.monotonic()
             self._runs_behind = report if behind is None else merge_reports(behind, report)
-        else:  # this batch's runs and every deferred one's are rebuilt: budgets may look now
+            self._hooks.notify(report)
+        else:
             self._runs_behind = None
             self._hooks.notify(report if behind is None else merge_reports(behind, report))
         self._release(n)
