@@ -56,7 +56,7 @@ from ledger.settings import db_path
 from ledger.store import open_ledger
 
 from . import api, budget_routes
-from .decode_pool import DecodePool, DecoderCrashed
+from .decode_pool import DecodePool, DecoderUnavailable
 from .otlp_http import (
     JSON,
     PROTOBUF,
@@ -390,7 +390,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (MalformedInput, ValueError) as exc:
             self._otlp_error(kind, 400, f"not a valid OTLP ExportTraceServiceRequest, nothing written: {exc}")
             return None
-        except DecoderCrashed as exc:
+        except DecoderUnavailable as exc:
             self._otlp_error(kind, 503, str(exc), retry_after=1)
             return None
         if not batch.received:

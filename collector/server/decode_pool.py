@@ -17,7 +17,7 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from ledger.ingest import PreparedBatch, prepare
@@ -25,11 +25,11 @@ from ledger.pricing import PriceBook
 
 from .otlp_http import decode_body
 
-__all__ = ["DecodePool", "DecoderCrashed"]
+__all__ = ["DecodePool", "DecoderUnavailable"]
 
 
-class DecoderCrashed(Exception):
-    """A worker process died while decoding (nothing of the request was queued): 503."""
+class DecoderUnavailable(Exception):
+    """A worker process died, or the server is stopping; nothing of the request was queued: 503."""
 
 
 # Set once per worker process by the pool's initializer.
@@ -72,6 +72,8 @@ class DecodePool:
         self.prices = prices
         self.redact_content = redact_content
         self._pool: ProcessPoolExecutor | None = None
+        self._closed = False
+        self._restart = threading.Lock()
         if workers > 0:
             self._pool = self._start()
 
@@ -90,18 +92,24 @@ class DecodePool:
         return pool
 
     def prepare(self, body: bytes, kind: str) -> PreparedBatch:
-        """Rows of an OTLP body. Raises MalformedInput (bad body) or DecoderCrashed."""
+        """Rows of an OTLP body. Raises MalformedInput (bad body) or DecoderUnavailable."""
         if self._pool is None:
             return prepare(decode_body(body, kind), self.prices, redact_content=self.redact_content)
+        if self._closed:
+            raise DecoderUnavailable("the collector is shutting down; retry the export")
         pool = self._pool
         try:
             return pool.submit(_decode_and_prepare, body, kind).result()
         except BrokenProcessPool:
-            if self._pool is pool:  # the first request to see it starts a fresh pool
-                self._pool = self._start()
-                pool.shutdown(wait=False)
-            raise DecoderCrashed("a decoder process died; retry the export") from None
+            with self._restart:
+                if self._pool is pool and not self._closed:  # the first request to see it starts a fresh pool
+                    self._pool = self._start()
+                    pool.shutdown(wait=False)
+            raise DecoderUnavailable("a decoder process died; retry the export") from None
+        except CancelledError:  # queued when the server stopped
+            raise DecoderUnavailable("the collector is shutting down; retry the export") from None
 
     def close(self) -> None:
+        self._closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
