@@ -13,8 +13,9 @@ as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
   trail them by up to half a second under load, and that wait is included).
   With the default decoder worker process and with ``--decode-workers 0``;
 * **decode only**: ``collector.otlp.decode_protobuf`` of the same bodies into
-  span records (the floor any Python receiver pays), and the same plus the
-  ledger's row building (``ledger.ingest``'s per-span work, nothing stored);
+  span records, and **decode into ledger rows**: the same plus
+  ``ledger.ingest.prepare(...).to_arrow()``, every row ingest inserts, nothing
+  stored (the floor this receiver pays). The 50% target is printed against both;
 * **raw DuckDB bulk insert**: inserting exactly the rows ingest builds, as
   Arrow tables, into a fresh ledger file (25k-span transactions);
 * **peak RSS** of the server process and its decoder workers (VmHWM, summed);

@@ -195,13 +195,13 @@ _SCHEMAS = {
 }  # fmt: skip
 
 
-def _table(name: str, rows: list[tuple[Any, ...]]) -> pa.Table:
+Rows = list[tuple[Any, ...]]
+
+
+def _table(name: str, rows: Rows) -> pa.Table:
     schema = _SCHEMAS[name]
     columns = zip(*rows, strict=True) if rows else ([] for _ in schema)
     return pa.table([pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], schema=schema)
-
-
-Rows = list[tuple[Any, ...]]
 
 
 @dataclass
@@ -226,15 +226,15 @@ class PreparedBatch:
         return self
 
 
-class _Rows:
+class _RowBuilder:
     """Rows for each table, filled span by span as tuples (the cheapest Python row)."""
 
     def __init__(self, prices: PriceBook, redact_content: bool) -> None:
         self.prices = prices
         self.redact_content = redact_content
-        self.spans: list[tuple[Any, ...]] = []
-        self.charges: list[tuple[Any, ...]] = []
-        self.events: list[tuple[Any, ...]] = []
+        self.spans: Rows = []
+        self.charges: Rows = []
+        self.events: Rows = []
         self.contexts = ContextRows(redact_blocks=redact_content)
         self.unpriced: set[str] = set()
         self.now_us = int(datetime.now(UTC).timestamp() * 1e6)
@@ -286,7 +286,7 @@ class _Rows:
             if payload is not None:
                 self.contexts.add(s.trace_id, s.span_id, payload)
 
-    def tables(self) -> dict[str, Rows]:
+    def by_table(self) -> dict[str, Rows]:
         ctx = self.contexts
         return {
             "spans": self.spans,
@@ -307,7 +307,7 @@ def prepare(
     ``redact_content`` re-applies redaction to captured payloads at the door,
     for producers that did not redact (third-party instrumentations).
     """
-    rows = _Rows(prices or _default_prices(), redact_content)
+    rows = _RowBuilder(prices or _default_prices(), redact_content)
     received = 0
     rejected: list[str] = []
     traces: set[str] = set()
@@ -319,7 +319,7 @@ def prepare(
             continue
         rows.add(s)
         traces.add(s.trace_id)
-    return PreparedBatch(received, rejected, traces, rows.unpriced, rows.tables())
+    return PreparedBatch(received, rejected, traces, rows.unpriced, rows.by_table())
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
