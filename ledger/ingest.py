@@ -215,7 +215,7 @@ class PreparedBatch:
 
     received: int
     rejected: list[str]  # "trace/span: reason", in the order the spans came
-    traces: set[str]
+    first_starts: dict[str, int]  # trace id -> earliest span start (ns) in this batch
     unpriced_models: set[str]
     rows: dict[str, Rows]
     tables: dict[str, pa.Table] = field(default_factory=dict)
@@ -310,7 +310,7 @@ def prepare(
     rows = _RowBuilder(prices or _default_prices(), redact_content)
     received = 0
     rejected: list[str] = []
-    traces: set[str] = set()
+    first_starts: dict[str, int] = {}
     for s in spans:
         received += 1
         problem = _problem(s)
@@ -318,8 +318,10 @@ def prepare(
             rejected.append(f"{s.trace_id}/{s.span_id}: {problem}")
             continue
         rows.add(s)
-        traces.add(s.trace_id)
-    return PreparedBatch(received, rejected, traces, rows.unpriced, rows.by_table())
+        first = first_starts.get(s.trace_id)
+        if first is None or s.start_ns < first:
+            first_starts[s.trace_id] = s.start_ns
+    return PreparedBatch(received, rejected, first_starts, rows.unpriced, rows.by_table())
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
@@ -346,7 +348,7 @@ def write(
         received=sum(b.received for b in batches),
         rejected=[r for b in batches for r in b.rejected],
         unpriced_models=set().union(*(b.unpriced_models for b in batches)),
-        traces=set().union(*(b.traces for b in batches)),
+        traces=set().union(*(b.first_starts for b in batches)),
     )
     if not report.traces:
         return report
@@ -361,10 +363,14 @@ def write(
             if parts:
                 written[name] = _insert(con, name, pa.concat_tables(parts) if len(parts) > 1 else parts[0])
         if written.get("spans"):
+            firsts: dict[str, int] = {}
+            for b in batches:
+                for trace, start in b.first_starts.items():
+                    firsts[trace] = min(start, firsts.get(trace, start))
             if defer_runs:
-                _insert(con, "runs_pending", pa.table({"trace_id": sorted(report.traces)}))
+                _defer(con, firsts)
             else:
-                _refresh_with_pending(con, report.traces)
+                _refresh_with_pending(con, firsts)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -374,20 +380,35 @@ def write(
     return report
 
 
-def _refresh_with_pending(con: duckdb.DuckDBPyConnection, traces: set[str]) -> set[str]:
-    pending = {row[0] for row in con.execute("SELECT trace_id FROM runs_pending").fetchall()}
-    if traces or pending:
-        refresh_runs(con, sorted(traces | pending))
+def _defer(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> None:
+    con.register("_deferred", pa.table({"trace_id": list(firsts), "first_start": pa.array(firsts.values(), _TS)}))
+    try:
+        con.execute(
+            "INSERT INTO runs_pending SELECT trace_id, first_start FROM _deferred ON CONFLICT (trace_id) "
+            "DO UPDATE SET first_start = least(runs_pending.first_start, excluded.first_start)"
+        )
+    finally:
+        con.unregister("_deferred")
+
+
+def _refresh_with_pending(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> set[str]:
+    """Rebuild the runs of these traces and of every pending one; returns the pending ones."""
+    pending = dict(con.execute("SELECT trace_id, epoch_ns(first_start) FROM runs_pending").fetchall())
+    touched = {**pending, **firsts}
+    for trace, start in pending.items():
+        touched[trace] = min(start, touched[trace])
+    if touched:
+        refresh_runs(con, sorted(touched), since_ns=min(touched.values()))
     if pending:
         con.execute("DELETE FROM runs_pending")
-    return pending
+    return set(pending)
 
 
 def refresh_pending_runs(con: duckdb.DuckDBPyConnection) -> set[str]:
     """Rebuild the runs that ``write(defer_runs=True)`` left pending; returns their trace ids."""
     con.execute("BEGIN TRANSACTION")
     try:
-        pending = _refresh_with_pending(con, set())
+        pending = _refresh_with_pending(con, {})
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
@@ -420,7 +441,7 @@ _REFRESH_RUNS = f"""
 INSERT OR REPLACE INTO runs
 WITH t AS (SELECT DISTINCT trace_id FROM _touched),
 root AS (
-    SELECT s.* FROM spans s JOIN t USING (trace_id) WHERE s.parent_span_id = ''
+    SELECT s.* FROM spans s JOIN t USING (trace_id) WHERE s.parent_span_id = '' AND s.start_time >= $since
     QUALIFY row_number() OVER (PARTITION BY s.trace_id ORDER BY s.start_time) = 1
 ),
 sp AS (
@@ -430,7 +451,7 @@ sp AS (
            count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
                OR {_attr("s", c.TOOL_SOFT_FAILURE)} = 'true')) AS soft_failures,
            any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name
-    FROM spans s JOIN t USING (trace_id) GROUP BY s.trace_id
+    FROM spans s JOIN t USING (trace_id) WHERE s.start_time >= $since GROUP BY s.trace_id
 ),
 ch AS (
     SELECT c.trace_id, count(*) AS model_calls,
@@ -442,7 +463,7 @@ ch AS (
            sum(c.usd_input) AS usd_input, sum(c.usd_output) AS usd_output,
            sum(c.usd_cache_write) AS usd_cache_write, sum(c.usd_cache_read) AS usd_cache_read,
            string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models
-    FROM charges c JOIN t USING (trace_id) GROUP BY c.trace_id
+    FROM charges c JOIN t USING (trace_id) WHERE c.start_time >= $since GROUP BY c.trace_id
 ),
 ge AS (
     SELECT g.trace_id, count(*) FILTER (WHERE g.name = '{c.EVENT_LOOP_TRIP}') AS loop_trips
@@ -471,10 +492,24 @@ LEFT JOIN root USING (trace_id) LEFT JOIN ch USING (trace_id) LEFT JOIN ge USING
 """
 
 
-def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str]) -> None:
-    """Rebuild the derived ``runs`` rows of these traces from spans and charges."""
+def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_ns: int | None = None) -> None:
+    """Rebuild the derived ``runs`` rows of these traces from spans and charges.
+
+    ``since_ns``: no span of these traces added since their last rebuild starts
+    earlier. With each run's own ``started_at`` it bounds the spans to read, so
+    DuckDB skips older row groups by their min/max and the cost follows the
+    recent data, not the size of the ledger (without it, every span is read).
+    """
     con.register("_touched", pa.table({"trace_id": trace_ids}))
     try:
-        con.execute(_REFRESH_RUNS)
+        since = None
+        if since_ns is not None:
+            (earliest_run,) = con.execute(
+                "SELECT epoch_ns(min(started_at)) FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)"
+            ).fetchone() or (None,)
+            since = since_ns if earliest_run is None else min(since_ns, earliest_run)
+        # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
+        bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
+        con.execute(_REFRESH_RUNS.replace("$since", bound))
     finally:
         con.unregister("_touched")

@@ -206,7 +206,10 @@ CREATE INDEX alerts_rule ON alerts (budget_id, state_key);
 # here, in the same transaction as their spans, so a crash in between is caught
 # up on the next start.
 _V4_RUNS_PENDING = """
-CREATE TABLE runs_pending (trace_id VARCHAR PRIMARY KEY);
+CREATE TABLE runs_pending (
+    trace_id    VARCHAR PRIMARY KEY,
+    first_start TIMESTAMP_NS NOT NULL  -- earliest start among the trace's spans not yet in its runs row
+);
 """
 
 MIGRATIONS: list[tuple[int, str, str]] = [

@@ -225,7 +225,7 @@ def test_full_queue_is_429_with_retry_after_then_the_retry_lands(make_server, mo
 
 
 def test_failed_commit_is_503_and_nothing_of_the_batch_is_written(server, monkeypatch):
-    def broken_refresh(con, trace_ids):  # fails after the span/charge inserts, inside the transaction
+    def broken_refresh(con, trace_ids, **kw):  # fails after the span/charge inserts, inside the transaction
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(ledger_ingest, "refresh_runs", broken_refresh)
