@@ -363,10 +363,7 @@ def write(
             if parts:
                 written[name] = _insert(con, name, pa.concat_tables(parts) if len(parts) > 1 else parts[0])
         if written.get("spans"):
-            firsts: dict[str, int] = {}
-            for b in batches:
-                for trace, start in b.first_starts.items():
-                    firsts[trace] = min(start, firsts.get(trace, start))
+            firsts = _earliest(b.first_starts for b in batches)
             if defer_runs:
                 _defer(con, firsts)
             else:
@@ -378,6 +375,15 @@ def write(
     report.spans_written = written.get("spans", 0)
     report.charges_written = written.get("charges", 0)
     return report
+
+
+def _earliest(starts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Trace id -> earliest start, over several such maps."""
+    out: dict[str, int] = {}
+    for part in starts:
+        for trace, start in part.items():
+            out[trace] = min(start, out.get(trace, start))
+    return out
 
 
 def _defer(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> None:
@@ -394,9 +400,7 @@ def _defer(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> None:
 def _refresh_with_pending(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> set[str]:
     """Rebuild the runs of these traces and of every pending one; returns the pending ones."""
     pending = dict(con.execute("SELECT trace_id, epoch_ns(first_start) FROM runs_pending").fetchall())
-    touched = {**pending, **firsts}
-    for trace, start in pending.items():
-        touched[trace] = min(start, touched[trace])
+    touched = _earliest((pending, firsts))
     if touched:
         refresh_runs(con, sorted(touched), since_ns=min(touched.values()))
     if pending:

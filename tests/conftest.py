@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import pytest
+from google.protobuf.json_format import ParseDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.otlp import read_file
 from ledger.ingest import ingest
@@ -14,6 +18,18 @@ from ledger.store import open_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
+
+
+def sample_as_protobuf(path: Path) -> bytes:
+    """An OTLP/JSON file (hex ids) as the protobuf body an exporter would send (bytes ids)."""
+    doc = json.loads(path.read_text())
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for sp in ss["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in sp:
+                        sp[key] = base64.b64encode(bytes.fromhex(sp[key])).decode()
+    return ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True).SerializeToString()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import shutil
@@ -16,7 +15,7 @@ from collector.otlp import read_file
 from collector.samples import build
 from ledger.report import REPORT_SCHEMA
 from ledger.store import open_ledger
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, sample_as_protobuf
 
 
 def _ingest_samples(db, capsys, *names):
@@ -93,20 +92,7 @@ def test_report_without_a_ledger_says_how_to_make_one(tmp_path, capsys):
 
 
 def test_protobuf_and_gzip_files_ingest_like_json(tmp_path, capsys):
-    from google.protobuf.json_format import ParseDict
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-    # Convert our OTLP/JSON (hex ids) into a protobuf message (bytes ids) the way an exporter sends it.
-    doc = json.loads((SAMPLES / "budget_warn.json").read_text())
-    doc.pop("_generated")
-    for rs in doc["resourceSpans"]:
-        for ss in rs["scopeSpans"]:
-            for sp in ss["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in sp:
-                        sp[key] = base64.b64encode(bytes.fromhex(sp[key])).decode()
-    pb = ParseDict(doc, ExportTraceServiceRequest()).SerializeToString()
-    (tmp_path / "batch.pb").write_bytes(pb)
+    (tmp_path / "batch.pb").write_bytes(sample_as_protobuf(SAMPLES / "budget_warn.json"))
     (tmp_path / "batch.json.gz").write_bytes(gzip.compress((SAMPLES / "budget_warn.json").read_bytes()))
     assert read_file(tmp_path / "batch.pb") == read_file(SAMPLES / "budget_warn.json")
     db = tmp_path / "l.duckdb"
