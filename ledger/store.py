@@ -16,6 +16,13 @@ from .settings import db_path
 
 __all__ = ["open_ledger"]
 
+# DuckDB checkpoints (moves the write-ahead log into the file) inside the commit
+# that takes the log past this size. At the 16 MB default a busy writer spent
+# half its time checkpointing, more as the file grew; at 64 MB ingest costs about
+# half as much (benchmarks/ingest_throughput.py prints the write cost at both),
+# and a crash leaves at most 64 MB of log to replay on the next open.
+CHECKPOINT_THRESHOLD = "64MiB"
+
 
 def open_ledger(path: str | Path | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """A migrated connection. ``":memory:"`` gives a throwaway ledger (tests)."""
@@ -25,7 +32,7 @@ def open_ledger(path: str | Path | None = None, *, read_only: bool = False) -> d
             f"no ledger at {target!r}: run `turnledger ingest sample_traces/` or `turnledger up` first"
         )
     try:
-        con = duckdb.connect(target, read_only=read_only)
+        con = duckdb.connect(target, read_only=read_only, config={"checkpoint_threshold": CHECKPOINT_THRESHOLD})
     except duckdb.IOException as exc:
         raise TurnledgerError(
             f"cannot open ledger {target!r}: {exc}. If `turnledger serve` is running it owns the file; "

@@ -319,9 +319,9 @@ class Touched:
 _TOUCHED = """
 SELECT (SELECT {'tenants': list_distinct(list(c.tenant)), 'models': list_distinct(list(c.model)),
                 'call_sites': list_distinct(list(c.call_site))}
-        FROM charges c WHERE list_contains(?::VARCHAR[], c.trace_id)),
+        FROM charges c WHERE c.trace_id IN (SELECT unnest(?::VARCHAR[]))),
        (SELECT {'tenants': list_distinct(list(r.tenant)), 'agents': list_distinct(list(r.agent_name))}
-        FROM runs r WHERE list_contains(?::VARCHAR[], r.trace_id))
+        FROM runs r WHERE r.trace_id IN (SELECT unnest(?::VARCHAR[])))
 """
 
 

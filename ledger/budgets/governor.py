@@ -45,7 +45,7 @@ from .alerts import AlertBook, AlertEvent
 from .delivery import Deliverer, DeliveryAttempt
 from .evaluate import PROJECTION_LOOKBACK, Evaluation, covers, current, evaluate, evaluate_runs, touched_by
 from .rules import Rule, WebhookTarget
-from .store import insert_attempts, list_rules
+from .store import has_rules, insert_attempts, list_rules
 from .windows import Clock, system_clock
 
 __all__ = ["Governor"]
@@ -95,6 +95,8 @@ class Governor:
         try:
             with self._lock:
                 self._adopt(con)
+                if not has_rules(con):  # measuring what a batch touched costs a scan of its runs
+                    return []
                 touched = touched_by(con, report.traces)
                 rules = [r for r in list_rules(con, covering=touched.as_covering()) if covers(r, touched)]
                 if not rules:

@@ -26,6 +26,7 @@ __all__ = [
     "add_rule",
     "alert_history",
     "get_rule",
+    "has_rules",
     "insert_alerts",
     "insert_attempts",
     "list_alerts",
@@ -85,6 +86,11 @@ def list_rules(
         f"SELECT {_RULE_COLUMNS} FROM budgets WHERE {' AND '.join(where)} ORDER BY created_at, name", params
     ).fetchall()
     return [_rule(r) for r in rows]
+
+
+def has_rules(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether any budget exists (without one, nothing after an ingest needs measuring)."""
+    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM budgets)").fetchone()[0])
 
 
 def get_rule(con: duckdb.DuckDBPyConnection, id_or_name: str) -> Rule:

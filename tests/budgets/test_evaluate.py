@@ -179,3 +179,20 @@ def test_ingest_re_evaluates_only_rules_the_batch_touched(ledger, clock, monkeyp
         assert seen == []
     finally:
         governor.close()
+
+
+def test_without_budgets_an_ingest_measures_nothing(ledger, clock, monkeypatch):
+    # Measuring what a batch touched scans its runs and charges: with no budget
+    # to compare against, the governor must not pay that after every commit.
+    calls: list[object] = []
+    real = governor_module.touched_by
+    monkeypatch.setattr(governor_module, "touched_by", lambda con, ids: calls.append(ids) or real(con, ids))
+    governor = Governor(clock=clock)
+    try:
+        assert governor.after_ingest(ledger, ingest(ledger, spend_spans("0.01", at=NOON_ISH, tenant="acme"))) == []
+        assert calls == []
+        make(ledger, "acme-day", "tenant=acme", "day", "0.001")
+        events = governor.after_ingest(ledger, ingest(ledger, spend_spans("0.01", at=NOON_ISH, tenant="acme", key="2")))
+        assert len(calls) == 1 and {e.rule.name for e in events} == {"acme-day"}
+    finally:
+        governor.close()

@@ -44,6 +44,21 @@ def test_duplicates_inside_one_batch_charge_once(ledger):
     assert ledger.execute("SELECT count(*) FROM charges").fetchone()[0] == 1
 
 
+def test_a_batch_overlapping_stored_spans_adds_only_the_new_ones(ledger):
+    # Plain INSERT fails on the stored half; the replay with INSERT OR IGNORE
+    # must land the new half once and leave the stored half as it was.
+    first, second = build("five_turn_run"), build("budget_warn")
+    ingest(ledger, first)
+    before_totals = _totals(ledger)
+    report = ingest(ledger, first + second)
+    assert report.spans_written == len(second)
+    assert report.duplicates == len(first)
+    assert ledger.execute("SELECT count(*) FROM spans").fetchone()[0] == len(first) + len(second)
+    assert ledger.execute("SELECT count(*) FROM charges").fetchone()[0] == 5 + 1
+    assert _totals(ledger)[0] > before_totals[0]
+    assert len(q.records(ledger, q.runs_table())) == 2
+
+
 def test_children_before_root_still_make_a_complete_run(ledger):
     spans = build("five_turn_run")
     root = [s for s in spans if not s.parent_span_id]
@@ -179,6 +194,25 @@ def test_prepared_batches_written_together_equal_one_ingest(ledger, tmp_path):
     assert report.spans_written == len(spans) and report.duplicates == 3
     assert _counts(ledger) == _counts(reference) and _totals(ledger) == _totals(reference)
     assert _runs(ledger) == _runs(reference)
+
+
+def test_a_prepared_batch_survives_the_trip_between_processes(ledger, tmp_path):
+    # Decoder processes pickle their batches (as Arrow IPC streams) to the writer.
+    import pickle
+
+    from ledger.store import open_ledger
+
+    spans = build("five_turn_run") + build("retry_and_loop")
+    sent = ingest_module.prepare(spans).to_arrow()
+    assert {"spans", "charges", "guard_events", "contexts", "content_blocks"} <= sent.tables.keys()
+    received = pickle.loads(pickle.dumps(sent))
+    assert received.tables.keys() == sent.tables.keys()
+    assert all(received.tables[name].equals(table) for name, table in sent.tables.items())
+    assert (received.received, received.rejected, received.first_starts) == (len(spans), [], sent.first_starts)
+    reference = open_ledger(tmp_path / "reference.duckdb")
+    ingest_module.write(reference, [sent])
+    ingest_module.write(ledger, [received])
+    assert _counts(ledger) == _counts(reference) and _totals(ledger) == _totals(reference)
 
 
 @pytest.mark.parametrize("runs", [("five_turn_run",), ("five_turn_run", "retry_and_loop")])
