@@ -11,7 +11,9 @@ as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
   32; timed from the first POST until a named query through the API counts
   every run (a 200 is only sent once its spans are committed; runs rows may
   trail them by up to half a second under load, and that wait is included).
-  With the default decoder worker process and with ``--decode-workers 0``;
+  With the default decoder processes (one per core), with one, and with
+  ``--decode-workers 0``; each beside the CPU it cost (server and decoders,
+  µs per span), since on 2 cores CPU is what runs out;
 * **decode only**: ``collector.otlp.decode_protobuf`` of the same bodies into
   span records, and **decode into ledger rows**: the same plus
   ``ledger.ingest.prepare(...).to_arrow()``, every row ingest inserts, nothing
@@ -19,6 +21,8 @@ as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
 * **raw DuckDB bulk insert**: inserting exactly the rows ingest builds, as
   Arrow tables, into a fresh ledger file (25k-span transactions);
 * **peak RSS** of the server process and its decoder workers (VmHWM, summed);
+* **the writer's cost per span** (``ledger.ingest.write`` in 2,048-span commits, CPU of
+  every thread) at DuckDB's default 16 MiB checkpoint threshold and at the ledger's;
 * where ``ledger.ingest`` spends its time (same batches, in process).
 
 Usage: ``python benchmarks/ingest_throughput.py [--spans N] [--content-spans N]``.
@@ -41,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +53,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 import ledger.ingest as li
 from collector.otlp import decode_protobuf
+from collector.server.cli import DEFAULT_DECODE_WORKERS
 from ledger import conventions as c
 from ledger.spans import SpanEvent, SpanRecord
-from ledger.store import open_ledger
+from ledger.store import CHECKPOINT_THRESHOLD, open_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 MS = 1_000_000
@@ -271,6 +277,22 @@ def raw_insert_rate(bodies: list[bytes], n: int, folder: Path) -> float:
     return max(rates)
 
 
+def write_cost(bodies: list[bytes], n: int, folder: Path, threshold: str) -> float:
+    """CPU µs per span of ``ledger.ingest.write`` in 2,048-span commits (what the server's writer
+    commits under load, runs deferred and rebuilt every 10 commits), at a checkpoint threshold."""
+    batches = _prepared(bodies, 2048)
+    con = open_ledger(folder / f"write-{threshold}.duckdb")
+    con.execute(f"SET checkpoint_threshold = '{threshold}'")
+    cpu = time.process_time()  # every thread of the process: DuckDB's too
+    for i, b in enumerate(batches, 1):
+        li.write(con, [b], defer_runs=True)
+        if i % 10 == 0:
+            li.refresh_pending_runs(con)
+    li.refresh_pending_runs(con)
+    con.close()  # closing checkpoints what is left: counted, as a server pays it too
+    return (time.process_time() - cpu) / n * 1e6
+
+
 def ingest_profile(bodies: list[bytes], folder: Path, per_call: int = 25_000) -> tuple[float, dict[str, float]]:
     """ledger.ingest (prepare + write) over the same spans in 25k-span calls, with its stages timed."""
     spans = [s for b in bodies for s in decode_protobuf(b)]
@@ -328,10 +350,29 @@ def _peak_rss_mb(pid: int) -> float:
     return total
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its children (the decoder workers)."""
+    total = 0.0
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    for p in [pid, *map(int, children)]:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+@dataclass
+class EndToEnd:
+    rate: float  # spans/s from the first POST until every run is queryable
+    rss_mib: float  # peak, server and decoder workers
+    throttled: int  # 429/503 back-offs
+    requests_per_commit: float
+    cpu_us_per_span: float  # server and decoder workers, from the first POST to the end
+
+
 def end_to_end(
     bodies: list[bytes], n: int, runs: int, folder: Path, *, workers: int | None = None, connections: int = 8
-) -> tuple[float, float, int, float]:
-    """(spans/s from first POST until every run is queryable, server peak RSS MiB, 429s, requests per commit).
+) -> EndToEnd:
+    """Stream every body through a fresh ``turnledger serve`` and wait until it is all queryable.
 
     ``workers``: the server's --decode-workers (None: its default).
     """
@@ -380,6 +421,7 @@ def end_to_end(
                     return
 
         threads = [threading.Thread(target=exporter) for _ in range(connections)]
+        cpu0 = _cpu_seconds(server.pid)
         t0 = time.perf_counter()
         for t in threads:
             t.start()
@@ -393,13 +435,13 @@ def end_to_end(
                 break
             time.sleep(0.01)
         elapsed = time.perf_counter() - t0
+        cpu = _cpu_seconds(server.pid) - cpu0
         if errors:
             raise RuntimeError(f"export failed: {errors[:3]}")
-        rss = _peak_rss_mb(server.pid)
         conn.request("GET", "/healthz")
         writer = json.loads(conn.getresponse().read())["writer"]
         coalesced = writer["requests"] / max(1, writer["batches"])
-        return n / elapsed, rss, throttled[0], coalesced
+        return EndToEnd(n / elapsed, _peak_rss_mb(server.pid), throttled[0], coalesced, cpu / n * 1e6)
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -428,30 +470,40 @@ def main() -> None:
             print(f"\n## {label}: {n:,} spans in {runs:,} runs, {len(bodies)} requests of {BATCH}, {size:,.0f} B/span")
             decode, decode_rows = decode_rates(bodies, n)
             raw = raw_insert_rate(bodies, n, folder)
-            e2e, rss, throttled, coalesced = end_to_end(bodies, n, runs, folder)
-            e2e_threads, _, _, _ = end_to_end(bodies, n, runs, folder, workers=0)
-            e2e_32, _, _, _ = end_to_end(bodies, n, runs, folder, connections=32)
+            default = end_to_end(bodies, n, runs, folder)
+            wide = end_to_end(bodies, n, runs, folder, connections=32)
+            one_worker = end_to_end(bodies, n, runs, folder, workers=1)
+            in_threads = end_to_end(bodies, n, runs, folder, workers=0)
+            writes = {t: write_cost(bodies, n, folder, t) for t in ("16MiB", CHECKPOINT_THRESHOLD)}
             ingest_rate, stages = ingest_profile(bodies, folder)
-            rows = [
-                ("end to end through HTTP (POST -> queryable)", e2e),
-                ("  same, rows built on request threads (workers 0)", e2e_threads),
-                ("  same, 32 exporters instead of 8", e2e_32),
+            e2e = [
+                (f"end to end through HTTP (POST -> queryable), {DEFAULT_DECODE_WORKERS} decoder(s)", default),
+                ("  same, 32 exporters instead of 8", wide),
+                ("  same, 1 decoder process", one_worker),
+                ("  same, rows built on request threads (workers 0)", in_threads),
+            ]
+            print(f"  {'':50s} {'spans/s':>10s}   CPU µs/span (server + decoders)")
+            for name, run in e2e:
+                print(f"  {name:50s} {run.rate:>10,.0f}   {run.cpu_us_per_span:6.1f}")
+            for name, rate in [
                 ("decode only (protobuf -> span records)", decode),
                 ("decode into ledger rows (Arrow, nothing stored)", decode_rows),
                 ("raw DuckDB bulk insert of those rows", raw),
                 ("ledger.ingest alone (25k-span calls, in process)", ingest_rate),
-            ]
-            for name, rate in rows:
-                print(f"  {name:50s} {rate:>10,.0f} spans/s")
-            print(f"  {'server peak RSS':50s} {rss:>10,.0f} MiB")
-            print(f"  {'requests per commit (coalescing), 429 back-offs':50s} {coalesced:>10.1f}       {throttled}")
+            ]:
+                print(f"  {name:50s} {rate:>10,.0f}")
+            print(f"  {'server peak RSS':50s} {default.rss_mib:>10,.0f} MiB")
+            print(f"  {'requests per commit (coalescing), 429 back-offs':50s} "
+                  f"{default.requests_per_commit:>10.1f}       {default.throttled}")  # fmt: skip
+            for threshold, cost in writes.items():
+                print(f"  {'write() in 2,048-span commits, checkpoint at ' + threshold:50s} {cost:>10.1f} CPU µs/span")
             print("  where ledger.ingest spends its time:")
             total = sum(v for k, v in stages.items() if not k.startswith("("))
             for k, v in sorted(stages.items(), key=lambda kv: -kv[1]):
                 share = f"{v / total:6.1%}" if not k.startswith("(") else "      "
                 print(f"    {k:48s} {v:7.2f} s {share}")
-            results.append((label, e2e, decode, decode_rows))
-    print("\n## targets (8 exporters, default server)")
+            results.append((label, default.rate, decode, decode_rows))
+    print(f"\n## targets (8 exporters, default server: {DEFAULT_DECODE_WORKERS} decoder processes)")
     for label, e2e, decode, decode_rows in results:
         if label == "without content":
             print(f"  {label}: {e2e:,.0f} spans/s vs >= {TARGET:,}: {'met' if e2e >= TARGET else 'MISSED'}")
