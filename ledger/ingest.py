@@ -381,10 +381,11 @@ def write(
     if not report.traces:
         return report
     tables = {name: _concat(name, batches) for name in _SCHEMAS}  # in schema order: spans first
+    firsts = _earliest(b.first_starts for b in batches)
     try:
-        written = _write_tables(con, tables, batches, defer_runs, ignore_existing=False)
+        written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=False)
     except duckdb.ConstraintException:  # a redelivered span: replay, skipping rows already stored
-        written = _write_tables(con, tables, batches, defer_runs, ignore_existing=True)
+        written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=True)
     report.spans_written = written.get("spans", 0)
     report.charges_written = written.get("charges", 0)
     return report
@@ -403,11 +404,12 @@ def _concat(name: str, batches: Sequence[PreparedBatch]) -> pa.Table | None:
 def _write_tables(
     con: duckdb.DuckDBPyConnection,
     tables: dict[str, pa.Table | None],
-    batches: Sequence[PreparedBatch],
+    firsts: dict[str, int],
     defer_runs: bool,
     *,
     ignore_existing: bool,
 ) -> dict[str, int]:
+    """One transaction: rows inserted per table, and the touched runs rebuilt or left pending."""
     written: dict[str, int] = {}
     con.execute("BEGIN TRANSACTION")
     try:
@@ -415,7 +417,6 @@ def _write_tables(
             if table is not None:
                 written[name] = _insert(con, name, table, ignore_existing=ignore_existing)
         if written.get("spans"):
-            firsts = _earliest(b.first_starts for b in batches)
             if defer_runs:
                 _defer(con, firsts)
             else:

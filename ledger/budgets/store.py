@@ -90,7 +90,7 @@ def list_rules(
 
 def has_rules(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether any budget exists (without one, nothing after an ingest needs measuring)."""
-    return bool(con.execute("SELECT EXISTS (SELECT 1 FROM budgets)").fetchone()[0])
+    return con.execute("SELECT 1 FROM budgets LIMIT 1").fetchone() is not None
 
 
 def get_rule(con: duckdb.DuckDBPyConnection, id_or_name: str) -> Rule:
