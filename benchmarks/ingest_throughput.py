@@ -25,7 +25,9 @@ as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
   every thread) at DuckDB's default 16 MiB checkpoint threshold and at the ledger's;
 * where ``ledger.ingest`` spends its time (same batches, in process).
 
-Usage: ``python benchmarks/ingest_throughput.py [--spans N] [--content-spans N]``.
+Usage: ``python benchmarks/ingest_throughput.py [--spans N] [--content-spans N] [--repeats N]``.
+On a shared 2-core machine runs of the same code differ by up to a quarter: use
+``--repeats 3`` for figures to compare across runs (medians, with their ranges).
 Figures from one run are comparable with each other; the machine's load is printed.
 """
 
@@ -422,7 +424,7 @@ def end_to_end(
     ``workers``: the server's --decode-workers (None: its default).
     """
     port = _free_port()
-    db = folder / f"e2e-{workers}-{connections}.duckdb"
+    db = folder / f"e2e-{workers}-{connections}-{time.monotonic_ns()}.duckdb"
     options = [] if workers is None else ["--decode-workers", str(workers)]
     server = subprocess.Popen(
         [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db), *options],
@@ -468,10 +470,25 @@ def end_to_end(
             server.kill()
 
 
+def median_end_to_end(
+    repeats: int, bodies: list[bytes], n: int, runs: int, folder: Path, **options: Any
+) -> tuple[EndToEnd, str]:
+    """The median of ``repeats`` end-to-end runs (by rate), and their range as text when there are several."""
+    tries = sorted((end_to_end(bodies, n, runs, folder, **options) for _ in range(repeats)), key=lambda r: r.rate)
+    spread = f"  ({tries[0].rate:,.0f}–{tries[-1].rate:,.0f})" if len(tries) > 1 else ""
+    return tries[(len(tries) - 1) // 2], spread  # the lower median when even
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spans", type=int, default=100_000, help="spans per workload without content (default 100000)")
     ap.add_argument("--content-spans", type=int, default=40_000, help="spans per workload with content (default 40000)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="end-to-end runs per setting; the median is printed, with the range (default 1)",
+    )
     a = ap.parse_args()
     print(f"# ingest throughput  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
     results = []
@@ -488,21 +505,25 @@ def main() -> None:
             print(f"\n## {label}: {n:,} spans in {runs:,} runs, {len(bodies)} requests of {BATCH}, {size:,.0f} B/span")
             decode, decode_rows = decode_rates(bodies, n)
             raw = raw_insert_rate(bodies, n, folder)
-            default = end_to_end(bodies, n, runs, folder)
-            wide = end_to_end(bodies, n, runs, folder, connections=32)
-            one_worker = end_to_end(bodies, n, runs, folder, workers=1)
-            in_threads = end_to_end(bodies, n, runs, folder, workers=0)
+            trial = (a.repeats, bodies, n, runs, folder)
+            default, default_spread = median_end_to_end(*trial)
+            wide = median_end_to_end(*trial, connections=32)
+            one_worker = median_end_to_end(*trial, workers=1)
+            in_threads = median_end_to_end(*trial, workers=0)
             writes = {t: write_cost(bodies, n, folder, t) for t in ("16MiB", CHECKPOINT_THRESHOLD)}
             ingest_rate, stages = ingest_profile(bodies, folder)
             e2e = [
-                (f"end to end through HTTP (POST -> queryable), {DEFAULT_DECODE_WORKERS} decoder(s)", default),
+                (
+                    f"end to end through HTTP (POST -> queryable), {DEFAULT_DECODE_WORKERS} decoder(s)",
+                    (default, default_spread),
+                ),
                 ("  same, 32 exporters instead of 8", wide),
                 ("  same, 1 decoder process", one_worker),
                 ("  same, rows built on request threads (workers 0)", in_threads),
             ]
             print(f"  {'':50s} {'spans/s':>10s}   CPU µs/span (server + decoders)")
-            for name, run in e2e:
-                print(f"  {name:50s} {run.rate:>10,.0f}   {run.cpu_us_per_span:6.1f}")
+            for name, (run, spread) in e2e:
+                print(f"  {name:50s} {run.rate:>10,.0f}   {run.cpu_us_per_span:6.1f}{spread}")
             for name, rate in [
                 ("decode only (protobuf -> span records)", decode),
                 ("decode into ledger rows (Arrow, nothing stored)", decode_rows),
