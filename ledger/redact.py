@@ -28,7 +28,11 @@ SECRET_FIELDS = frozenset(
 _PATTERNS = [
     (("k-",), re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}"), "[REDACTED:key]"),  # sk-ant-…, sk-proj-…
     (("AKIA",), re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "[REDACTED:key]"),
-    (("gh", "xox"), re.compile(r"\b(?:ghp|gho|ghs|github_pat|xox[abpr])[-_][A-Za-z0-9_\-]{10,}"), "[REDACTED:key]"),
+    (
+        ("ghp", "gho", "ghs", "github_pat", "xox"),
+        re.compile(r"\b(?:ghp|gho|ghs|github_pat|xox[abpr])[-_][A-Za-z0-9_\-]{10,}"),
+        "[REDACTED:key]",
+    ),
     (("earer", "EARER"), re.compile(r"\bBearer\s+[A-Za-z0-9._~+/\-]{12,}=*", re.IGNORECASE), "Bearer [REDACTED:token]"),
     (("eyJ",), re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), "[REDACTED:jwt]"),
     (("@",), re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"), "[REDACTED:email]"),
