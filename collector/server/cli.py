@@ -52,7 +52,7 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         "--decode-workers",
         type=int,
         default=DEFAULT_DECODE_WORKERS,
-        help="processes that decode OTLP bodies and build ledger rows, so the writer keeps its core; "
+        help="processes that decode OTLP bodies and build ledger rows while the writer commits; "
         f"0 decodes on the request threads (default {DEFAULT_DECODE_WORKERS}: one per core, at most 4)",
     )
     p.add_argument(
