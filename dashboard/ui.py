@@ -37,6 +37,8 @@ __all__ = [
     "plain",
     "plural",
     "render_sidebar",
+    "run_link_column",
+    "run_links",
     "usd",
 ]
 
@@ -72,6 +74,16 @@ FILTERED_PAGES_NOTE = "Filters apply to every figure on Spend overview, Long tai
 # --- formats ---------------------------------------------------------------------------
 def _missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA or x is pd.NaT
+
+
+def run_links(trace_ids: Any) -> list[str]:
+    """Links that open each run in the Run explorer (its trace box is bound to ``?trace=``)."""
+    return [f"./run_explorer?trace={t}" for t in trace_ids]
+
+
+def run_link_column() -> Any:
+    """The column config that shows ``run_links`` as a short "open" link in a table."""
+    return st.column_config.LinkColumn("run", display_text="open ↗", width="small")
 
 
 def usd(x: Any) -> str:

@@ -18,8 +18,8 @@ __all__ = ["open_ledger"]
 
 # DuckDB checkpoints (moves the write-ahead log into the file) inside the commit
 # that takes the log past this size. At the 16 MiB default a busy writer spent a
-# third of its CPU checkpointing, more as the file grew; benchmarks/ingest_throughput.py
-# prints the writer's cost at both. A crash leaves at most this much log, which
+# third of its CPU checkpointing (benchmarks/ingest_throughput.py prints the writer's
+# cost at both). A crash leaves at most this much log, which
 # the next open replays (about 0.25 s for 42 MB).
 CHECKPOINT_THRESHOLD = "64MiB"
 

@@ -86,7 +86,7 @@ def render() -> None:
             "Warnings and stops the harness's per-run budget guard recorded as it ran: spent so far against the "
             "run's limit when it fired. Follows the sidebar filters."
         )
-        events["open"] = [f"./run_explorer?trace={t}" for t in events["trace_id"]]
+        events["open"] = ui.run_links(events["trace_id"])
         st.dataframe(
             events[
                 [
@@ -105,7 +105,7 @@ def render() -> None:
             ],
             hide_index=True,
             column_config={
-                "open": st.column_config.LinkColumn("run", display_text="open ↗", width="small"),
+                "open": ui.run_link_column(),
                 "time": st.column_config.DatetimeColumn("at (UTC)", format="YYYY-MM-DD HH:mm:ss"),
                 "spent_usd": st.column_config.NumberColumn("spent", format="$%.4f"),
                 "limit_usd": st.column_config.NumberColumn("limit", format="$%.2f"),

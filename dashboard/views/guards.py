@@ -65,7 +65,7 @@ def render() -> None:
             "A→B→A→B; stall: no progress). Hover for the runs hit and what they spent."
         )
         runs = load("loop_trip_runs", f, limit=100)
-        runs["open"] = [f"./run_explorer?trace={t}" for t in runs["trace_id"]]
+        runs["open"] = ui.run_links(runs["trace_id"])
         st.caption(
             "Runs that looped, per tool. 'inside the loop' counts the model calls between the repeated tool calls."
         )
@@ -88,7 +88,7 @@ def render() -> None:
             ],
             hide_index=True,
             column_config={
-                "open": st.column_config.LinkColumn("run", display_text="open ↗", width="small"),
+                "open": ui.run_link_column(),
                 "repeated_calls": "repeated calls",
                 "loop_usd": st.column_config.NumberColumn("inside the loop", format="$%.4f"),
                 "run_usd": st.column_config.NumberColumn("whole run", format="$%.4f"),

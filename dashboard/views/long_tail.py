@@ -40,7 +40,7 @@ def render() -> None:
 
     tail = load("long_tail", f, limit=TOP)
     tail["why"] = ["; ".join(expense_reasons(row, typical)) for row in tail.to_dict("records")]
-    tail["open"] = [f"./run_explorer?trace={t}" for t in tail["trace_id"]]
+    tail["open"] = ui.run_links(tail["trace_id"])
     st.subheader(f"The {len(tail)} most expensive runs", anchor=False)
     st.caption(
         f"Median run: {count(typical.get('median_turns'))} turns, {count(typical.get('median_input_tokens'))} input "
@@ -52,7 +52,7 @@ def render() -> None:
         hide_index=True,
         height=min(36 * (len(tail) + 1) + 3, 760),  # every listed run visible without scrolling
         column_config={
-            "open": st.column_config.LinkColumn("run", display_text="open ↗", width="small"),
+            "open": ui.run_link_column(),
             "usd_total": st.column_config.NumberColumn("cost", format="$%.4f"),
             "times_median": st.column_config.NumberColumn("× median", format="%.1f×"),
             "why": st.column_config.TextColumn("why it was expensive", width="large"),
