@@ -1,6 +1,6 @@
 """Budgets end to end: ingest throughput with webhooks, alert latency, gate and hook costs.
 
-Everything goes through the real collector (``collector.server.CollectorServer``)
+Everything goes through the real collector (``collector.receiver.CollectorServer``)
 with ``Governor.on_ingested`` registered, fed over OTLP/HTTP:
 
 1. Ingest throughput (4 exporters, sequential requests of 4 runs x 6 spans):
@@ -35,8 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.samples import Trace
-from collector.server import CollectorServer, ServerConfig
+from collector.demo.samples import Trace
+from collector.receiver import CollectorServer, ServerConfig
 from ledger.budgets import (
     BudgetGate,
     CallScope,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import duckdb
 
-from collector.samples import SYSTEM, TOOLS, Trace
+from collector.demo.samples import SYSTEM, TOOLS, Trace
 from ledger.content import load_context
 from ledger.ingest import ingest
 from ledger.store import open_ledger

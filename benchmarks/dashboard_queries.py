@@ -37,7 +37,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from collector.samples import SYSTEM, TOOLS, Trace  # noqa: E402
+from collector.demo.samples import SYSTEM, TOOLS, Trace  # noqa: E402
 from ledger import conventions as c  # noqa: E402
 from ledger.ingest import ingest, refresh_runs  # noqa: E402
 from ledger.schema import schema_version  # noqa: E402

@@ -55,8 +55,8 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 import ledger.ingest as li
+from collector.cli.serve import DEFAULT_DECODE_WORKERS
 from collector.otlp import decode_protobuf
-from collector.server.cli import DEFAULT_DECODE_WORKERS
 from ledger import conventions as c
 from ledger.spans import SpanEvent, SpanRecord
 from ledger.store import CHECKPOINT_THRESHOLD, open_ledger

@@ -34,9 +34,9 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from collector.demo.scenarios import SCENARIOS, build
 from collector.harness import Observer, Runtime, run_agent
-from collector.harness.scenarios import SCENARIOS, build
-from collector.telemetry import LedgerSpanExporter, OTelObserver, build_resource, tracer_provider
+from collector.harness.telemetry import LedgerSpanExporter, OTelObserver, build_resource, tracer_provider
 
 TARGET_US = 1_000.0
 

@@ -181,7 +181,7 @@ class ServerSource:
         self.base_url = base_url
         if client is None:
             # Imported lazily: the dashboard must work without the server package.
-            from collector.server.client import QueryClient
+            from collector.client import QueryClient
 
             client = QueryClient(base_url, token)
         self.client = client

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from ledger import queries as q
+from ledger.errors import TurnledgerError
 
 from .data import CACHE_TTL_S, SourceSpec, make_source
 
@@ -25,7 +26,7 @@ _GEN_KEY = "tl_generation"
 _GEN_AT_KEY = "tl_generation_at"
 
 
-class SourceError(Exception):
+class SourceError(TurnledgerError):
     """The ledger could not be read; the message says what to do."""
 
 

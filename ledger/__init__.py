@@ -5,23 +5,9 @@ The curated API; submodules hold the rest: ``ledger.ingest.ingest`` appends span
 builds every named query.
 """
 
-from .errors import ContextNotCaptured, MalformedInput, PriceFileError, TurnledgerError, UnknownRun
-from .ingest import IngestReport
-from .pricing import PriceBook, PricedCall, TokenCounts
-from .spans import SpanEvent, SpanRecord
-from .store import open_ledger
+import lazy_loader
 
-__all__ = [
-    "ContextNotCaptured",
-    "IngestReport",
-    "MalformedInput",
-    "PriceBook",
-    "PriceFileError",
-    "PricedCall",
-    "SpanEvent",
-    "SpanRecord",
-    "TokenCounts",
-    "TurnledgerError",
-    "UnknownRun",
-    "open_ledger",
-]
+# The curated names are imported on first use (their list is the .pyi stub beside
+# this file): importing a light submodule, or `turnledger --help`, does not pay for
+# the heavy ones.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

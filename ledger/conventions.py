@@ -140,7 +140,7 @@ GUARD_EVENTS = frozenset(
     }
 )
 
-# --- added with collector.telemetry (the harness's spans) --------------------------------
+# --- added with collector.harness.telemetry (the harness's spans) --------------------------------
 REQUEST_MAX_TOKENS = _gen_ai.GEN_AI_REQUEST_MAX_TOKENS
 RESPONSE_ID = _gen_ai.GEN_AI_RESPONSE_ID
 TOOL_CALL_ID = _gen_ai.GEN_AI_TOOL_CALL_ID

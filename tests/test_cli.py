@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from collector.cli import main
+from collector.demo.samples import build
 from collector.otlp import read_file
-from collector.samples import build
 from ledger.report import REPORT_SCHEMA
 from ledger.store import open_ledger
 from tests.conftest import SAMPLES, sample_as_protobuf

@@ -19,7 +19,7 @@ from decimal import Decimal
 from types import TracebackType
 from typing import Any, TypeVar
 
-from collector.llm import Usage, final_message
+from collector.harness.llm import Usage, final_message
 
 from .config import DEFAULT_PRICES, Price
 from .model_call import CallRecorder, describe_response, error_type, observed_call

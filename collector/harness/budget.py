@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from collector.llm import Usage
+from collector.harness.llm import Usage
 
 __all__ = ["WRAP_UP_NOTE", "Budget", "BudgetLine"]
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from collector.llm import Usage
+from collector.harness.llm import Usage
 
 from .retry import RetryPolicy
 

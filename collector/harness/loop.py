@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from collector.llm import LLM, LLMResponse, ToolCall
+from collector.harness.llm import LLM, LLMResponse, ToolCall
 
 from . import events
 from .authz import AllowList, Authorizer
@@ -101,7 +101,7 @@ def run_agent(
     """Run the think, act, observe loop until the model is done or a control trips.
 
     Args:
-        llm: any :class:`~collector.llm.LLM` (``ClaudeLLM``, ``ScriptedLLM``).
+        llm: any :class:`~collector.harness.llm.LLM` (``ClaudeLLM``, ``ScriptedLLM``).
         task: the user's request.
         tools: the tools the model may call (``read_artifact`` is added when an
             ``offloader`` is given; the hand-off tool is always offered).

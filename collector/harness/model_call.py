@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from collector.llm import LLMResponse, Usage
+from collector.harness.llm import LLMResponse, Usage
 
 from . import events
 from .observer import AttemptOutcome, GuardEvent, ModelAttempt, Observer

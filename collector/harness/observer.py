@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from collector.llm import LLMResponse, Usage
+from collector.harness.llm import LLMResponse, Usage
 
 if TYPE_CHECKING:
     from .result import AgentResult, ToolExecution
@@ -62,7 +62,7 @@ class ModelAttempt:
     Attempts of one call share ``call_id``; ``retry_cause`` says why this attempt
     exists (None for the first). ``request`` is the exact payload sent, when it is
     known before sending (always, for the loop's own calls); an ``accounted``
-    call of an :class:`~collector.llm.LLM` carries it on ``outcome.response.request``.
+    call of an :class:`~collector.harness.llm.LLM` carries it on ``outcome.response.request``.
     """
 
     call_id: str

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
-from collector.llm import Usage
+from collector.harness.llm import Usage
 
 __all__ = ["STOP_CAUSES", "AgentResult", "Charge", "Step", "StopCause", "ToolExecution"]
 

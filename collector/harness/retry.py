@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
-from collector.llm import ProviderError
+from collector.harness.llm import ProviderError
 
 __all__ = [
     "Failure",

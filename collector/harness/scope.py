@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from collector.llm import Usage
+from collector.harness.llm import Usage
 
 from .budget import Budget
 from .observer import GuardEvent, Observer, guarded

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ledger.errors import TurnledgerError
+from ledger.errors import InputError, NotFound
 
 __all__ = [
     "LEVELS",
@@ -53,11 +53,11 @@ SCOPE_KINDS: tuple[str, ...] = ("global", "tenant", "agent", "model", "call_site
 WINDOWS: tuple[str, ...] = ("run", "rolling_hour", "rolling_day", "day", "month")
 
 
-class BudgetError(TurnledgerError):
+class BudgetError(InputError):
     """A budget rule or request is invalid; the message names the bad value."""
 
 
-class UnknownBudget(TurnledgerError):
+class UnknownBudget(NotFound):
     """No budget rule with that id or name."""
 
 

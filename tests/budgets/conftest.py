@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from collector.demo.samples import Trace
 from collector.otlp import encode_json
-from collector.samples import Trace
 from ledger.budgets import ManualClock
 from ledger.pricing import PriceBook
 from ledger.spans import SpanRecord

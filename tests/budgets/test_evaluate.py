@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
+from collector.demo.samples import cache_pair
 from collector.otlp import read_file
-from collector.samples import cache_pair
 from ledger import conventions as c
 from ledger import queries as q
 from ledger.budgets import Governor, Rule, Scope, add_rule, evaluate, get_rule, new_rule_id

@@ -21,11 +21,11 @@ import duckdb
 import pytest
 from opentelemetry.trace import StatusCode
 
+from collector.cli.serve import build_server
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import AgentConfig, AgentResult, Runtime, Tool, run_agent
-from collector.llm import PolicyView, Reply, ScriptedLLM
-from collector.server import CollectorServer, ServerConfig
-from collector.server.cli import build_server
-from collector.telemetry import InMemorySpanExporter, Telemetry, start_telemetry
+from collector.harness.telemetry import InMemorySpanExporter, Telemetry, start_telemetry
+from collector.receiver import CollectorServer, ServerConfig
 from ledger import conventions as c
 from ledger.budgets import (
     BudgetError,

@@ -1,7 +1,7 @@
 """Issue 6, "Must show": a tenant day budget under a burst of concurrent exports, end to end.
 
 The real collector runs as ``turnledger serve`` builds it
-(``collector.server.cli.build_server``: the budget hook ``Governor.on_ingested``
+(``collector.cli.serve.build_server``: the budget hook ``Governor.on_ingested``
 registered, the governor closed between the writer and the ledger); a local receiver takes the webhooks
 in both body formats. 500 threads each export one batch worth $0.0025 over
 OTLP/HTTP at the same moment, against a $1.00 tenant day budget with soft 0.8.
@@ -23,8 +23,8 @@ from decimal import Decimal
 
 import pytest
 
-from collector.server import CollectorServer, ServerConfig
-from collector.server.cli import build_server
+from collector.cli.serve import build_server
+from collector.receiver import CollectorServer, ServerConfig
 from ledger.budgets import Governor, Rule, Scope, WebhookTarget, add_rule, list_alerts, list_deliveries, new_rule_id
 
 from .conftest import Sent, post_spans, spend_spans

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from collector.demo.samples import build as build_sample
 from collector.otlp import read_file
-from collector.samples import build as build_sample
 from ledger.ingest import ingest
 from ledger.store import open_ledger
 

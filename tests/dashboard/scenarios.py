@@ -1,4 +1,4 @@
-"""Extra runs for dashboard tests, built with the sample builder (``collector.samples.Trace``).
+"""Extra runs for dashboard tests, built with the sample builder (``collector.demo.samples.Trace``).
 
 * ``hostile_run``: captured prompt, tool result and agent name carrying script
   tags, ``onerror`` handlers and markdown-image exfiltration to 127.0.0.1:9.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.samples import SYSTEM, T0, TOOLS, Trace
+from collector.demo.samples import SYSTEM, T0, TOOLS, Trace
 from ledger.spans import SpanRecord
 
 EXFIL_HOST = "127.0.0.1:9"

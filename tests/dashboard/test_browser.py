@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.cli import launch
+from dashboard.launch import launch
 from dashboard.ui import count, pct, usd
 from ledger import queries as q
 

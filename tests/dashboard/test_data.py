@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from dashboard import cli
+from collector.cli import dashboard as dashboard_command
+from dashboard import launch as cli
 from dashboard.data import FileSource, ServerSource, filter_params, parse_app_args, source_spec
 from ledger import queries as q
 from ledger.errors import TurnledgerError
@@ -54,7 +55,7 @@ def test_unknown_query_and_missing_file_are_clear_errors(tmp_path):
 
 
 class FakeClient:
-    """Stands in for collector.server.client.QueryClient: records what would go on the wire."""
+    """Stands in for collector.client.QueryClient: records what would go on the wire."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, object]]] = []
@@ -115,7 +116,7 @@ def test_dashboard_command_is_registered_and_refuses_a_missing_ledger(tmp_path, 
     monkeypatch.delenv("TURNLEDGER_SERVER", raising=False)
     assert "dashboard" in parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     with pytest.raises(TurnledgerError, match="no ledger at"):
-        cli.cmd_dashboard(
+        dashboard_command.cmd_dashboard(
             argparse.Namespace(db=tmp_path / "none.duckdb", server=None, port=1, address="127.0.0.1", headless=True)
         )
     assert main(["dashboard", "--db", str(tmp_path / "none.duckdb")]) == 2
@@ -125,7 +126,7 @@ def test_server_source_through_a_real_collector_equals_the_file(sample_db, tmp_p
     """The same named queries through ``turnledger serve``'s API give the file's rows."""
     import shutil
 
-    from collector.server import CollectorServer, ServerConfig
+    from collector.receiver import CollectorServer, ServerConfig
 
     copy = tmp_path / "served.duckdb"
     shutil.copy(sample_db, copy)

@@ -337,7 +337,7 @@ def test_models_page_shows_the_price_book_and_unpriced_models(app, sample_db, ro
 # --- live data and the server ----------------------------------------------------------------------
 def test_refresh_reads_spans_that_arrived_since(app, sample_db, tmp_path):
     """Results are cached per refresh generation; Refresh (browser test) bumps it."""
-    from collector.samples import Trace
+    from collector.demo.samples import Trace
     from dashboard.data import FileSource
     from ledger.ingest import ingest
 
@@ -362,7 +362,7 @@ def test_refresh_reads_spans_that_arrived_since(app, sample_db, tmp_path):
 
 
 def test_pages_read_through_a_running_server(app, sample_db, tmp_path, monkeypatch, rows):
-    from collector.server import CollectorServer, ServerConfig
+    from collector.receiver import CollectorServer, ServerConfig
 
     served = tmp_path / "served.duckdb"
     shutil.copy(sample_db, served)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from collector.llm import PromptCacheModel, estimate_tokens
+from collector.demo.scripted_llm import PromptCacheModel, estimate_tokens
 
 __all__ = ["Exchange", "FakeAnthropicServer", "FakeError", "FakeReply"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import anthropic
 import pytest
 
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import (
     InMemoryObserver,
     RetryPolicy,
@@ -15,7 +16,7 @@ from collector.harness import (
     run_agent,
     set_default_observer,
 )
-from collector.llm import IncompleteStreamError, PolicyView, ProviderError, Reply, ScriptedLLM
+from collector.harness.llm import IncompleteStreamError, ProviderError
 from tests.fakes.anthropic_server import FakeAnthropicServer, FakeReply
 
 HAIKU = "claude-haiku-4-5"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import AllowList, InMemoryObserver, Tool, run_agent
-from collector.llm import PolicyView, Reply, ScriptedLLM
 from ledger import conventions as c
 
 

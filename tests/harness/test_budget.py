@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from collector.demo.scenarios import build
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import (
     WRAP_UP_NOTE,
     AgentConfig,
@@ -15,8 +17,7 @@ from collector.harness import (
     accounted,
     run_agent,
 )
-from collector.harness.scenarios import build
-from collector.llm import PolicyView, Reply, ScriptedLLM, Usage
+from collector.harness.llm import Usage
 from ledger import conventions as c
 
 OPUS = Price.of(5, 25)

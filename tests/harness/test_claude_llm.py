@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from collector.harness import AgentConfig, InMemoryObserver, Offloader, Runtime, Tool, run_agent
-from collector.llm import ClaudeLLM, Usage
+from collector.harness.llm import ClaudeLLM, Usage
 from ledger import conventions as c
 from tests.fakes.anthropic_server import FakeAnthropicServer, FakeError, FakeReply
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import (
     EVENT_BUDGET_CHECK_UNAVAILABLE,
     AgentConfig,
@@ -12,7 +13,6 @@ from collector.harness import (
     Tool,
     run_agent,
 )
-from collector.llm import PolicyView, Reply, ScriptedLLM
 from ledger import conventions as c
 from ledger.budgets import BudgetGate, CallScope, Decision, HttpSource, LedgerSource, Rule, Scope, add_rule
 from ledger.store import open_ledger

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from collector.demo.scenarios import HR_TOOLS, build
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import (
     STOP_CAUSES,
     AgentConfig,
@@ -16,8 +18,6 @@ from collector.harness import (
     ToolError,
     run_agent,
 )
-from collector.harness.scenarios import HR_TOOLS, build
-from collector.llm import PolicyView, Reply, ScriptedLLM
 from ledger import conventions as c
 
 
@@ -222,7 +222,7 @@ def test_every_stop_cause_is_reachable_and_named() -> None:
         result = run_agent(b.llm, b.task, b.tools, **b.options)
         assert result.stop_cause == b.expected_stop, name
         causes.add(result.stop_cause)
-    from collector.llm import ProviderError
+    from collector.harness.llm import ProviderError
 
     b = build("happy", faults={0: [ProviderError(401, "invalid x-api-key")]})
     causes.add(run_agent(b.llm, b.task, b.tools, **b.options).stop_cause)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from collector.demo.scenarios import build
 from collector.harness import InMemoryObserver, LoopGuard, run_agent
-from collector.harness.scenarios import build
 from ledger import conventions as c
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import InMemoryObserver, Offloader, Tool, ToolError, run_agent
-from collector.llm import PolicyView, Reply, ScriptedLLM
 from ledger import conventions as c
 
 

@@ -8,6 +8,7 @@ import statistics
 
 import pytest
 
+from collector.demo.scenarios import build
 from collector.harness import (
     AgentConfig,
     InMemoryObserver,
@@ -18,8 +19,7 @@ from collector.harness import (
     parse_retry_after,
     run_agent,
 )
-from collector.harness.scenarios import build
-from collector.llm import IncompleteStreamError, ProviderError
+from collector.harness.llm import IncompleteStreamError, ProviderError
 from ledger import conventions as c
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+from collector.demo.scenarios import build
+from collector.demo.scripted_llm import PromptCacheModel, Reply, ScriptedLLM
 from collector.harness import run_agent
-from collector.harness.scenarios import build
-from collector.llm import PromptCacheModel, ProviderError, Reply, ScriptedLLM, build_request
+from collector.harness.llm import ProviderError, build_request
 
 TOOLS = [{"name": "search_kb", "description": "Search.", "input_schema": {"type": "object", "properties": {}}}]
 BIG_SYSTEM = "Policy text. " * 400  # ~1,300 tokens: above the 1,024-token caching minimum

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from collector.samples import SYSTEM, TOOLS, Trace
+from collector.demo.samples import SYSTEM, TOOLS, Trace
 from ledger.content import load_context
 from ledger.ingest import ingest
 from ledger.store import open_ledger

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
+from collector.demo.samples import Trace, build
 from collector.otlp import read_file
-from collector.samples import Trace, build
 from ledger import conventions as c
 from ledger import ingest as ingest_module
 from ledger import queries as q

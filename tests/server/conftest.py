@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from collector.otlp import encode_json
-from collector.server import CollectorServer, ServerConfig
+from collector.receiver import CollectorServer, ServerConfig
 from ledger import conventions as c
 from ledger.spans import SpanRecord
 from tests.budgets.conftest import receiver  # noqa: F401  (a fixture: a local webhook receiver)

@@ -13,12 +13,12 @@ import time
 import pytest
 
 from collector.cli import main
-from collector.server import QueryClient
-from collector.server.cli import load_samples_if_empty
+from collector.cli.serve import load_samples_if_empty
+from collector.client import QueryClient
 
 from .conftest import ROOT, free_port, request, start_cli
 
-HAS_DASHBOARD = importlib.util.find_spec("dashboard.cli") is not None
+HAS_DASHBOARD = importlib.util.find_spec("dashboard.launch") is not None
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float = 60.0) -> list[str]:
@@ -54,7 +54,7 @@ def _wait(predicate, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-
     return False
 
 
-@pytest.mark.skipif(not HAS_DASHBOARD, reason="the dashboard package (dashboard.cli.launch) is not built yet")
+@pytest.mark.skipif(not HAS_DASHBOARD, reason="the dashboard package (dashboard.launch.launch) is not built yet")
 def test_up_starts_both_loads_samples_and_ctrl_c_stops_both(tmp_path):
     db = tmp_path / "ledger.duckdb"
     port, dash = free_port(), free_port()

@@ -11,7 +11,7 @@ import signal
 import threading
 from decimal import Decimal
 
-from collector.server import QueryClient
+from collector.client import QueryClient
 
 from .conftest import free_port, otlp_json, post_otlp, run_spans, start_cli, wait_healthy
 

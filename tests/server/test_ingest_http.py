@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import collector.server.writer as writer_module
+import collector.receiver.writer as writer_module
 import ledger.ingest as ledger_ingest
 from collector.otlp import decode_json
 from ledger import conventions as c

@@ -97,7 +97,7 @@ def harness_ledger_charges() -> list[Charge]:
 @pytest.fixture(scope="module")
 def conversations(tmp_path_factory):
     """Run all three agents (in parallel processes) into one collector; trace id per instrumentation."""
-    from collector.server import CollectorServer, ServerConfig
+    from collector.receiver import CollectorServer, ServerConfig
 
     db = tmp_path_factory.mktemp("instrumentations") / "ledger.duckdb"
     server = CollectorServer(ServerConfig(port=0, db=db)).start()

@@ -11,7 +11,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from collector.server import CollectorServer, QueryClient, QueryError, ServerConfig
+from collector.client import QueryClient, QueryError
+from collector.receiver import CollectorServer, ServerConfig
 from ledger import queries as q
 from ledger.content import load_context
 

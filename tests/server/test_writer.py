@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from collector.server import LedgerWriter
+from collector.receiver import LedgerWriter
 from ledger.store import open_ledger
 
 from .conftest import run_spans, wait_until
@@ -50,7 +50,7 @@ def test_on_ingested_sees_each_committed_batch_and_a_slow_hook_never_blocks_inge
 
 
 def test_requests_waiting_behind_a_commit_are_coalesced_into_one_ingest(tmp_path, monkeypatch):
-    import collector.server.writer as w
+    import collector.receiver.writer as w
 
     con = open_ledger(tmp_path / "l.duckdb")
     calls: list[int] = []

@@ -10,9 +10,9 @@ import duckdb
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
+from collector.demo.scenarios import build
 from collector.harness import AgentResult, Runtime, run_agent
-from collector.harness.scenarios import build
-from collector.telemetry import InMemorySpanExporter, LedgerSpanExporter, OTelObserver, build_resource
+from collector.harness.telemetry import InMemorySpanExporter, LedgerSpanExporter, OTelObserver, build_resource
 from ledger import queries as q
 from ledger.store import open_ledger
 

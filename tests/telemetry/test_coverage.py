@@ -14,8 +14,9 @@ from typing import Any
 
 from opentelemetry.trace import StatusCode
 
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import Runtime, Tool, accounted, run_agent
-from collector.llm import PolicyView, ProviderError, Reply, ScriptedLLM
+from collector.harness.llm import ProviderError
 from ledger import conventions as c
 from ledger import queries as q
 from tests.telemetry.helpers import Traced, by_name, rows

@@ -16,9 +16,9 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from collector.demo.scenarios import build
 from collector.harness import Runtime, run_agent
-from collector.harness.scenarios import build
-from collector.telemetry import (
+from collector.harness.telemetry import (
     InMemorySpanExporter,
     LedgerSpanExporter,
     OTelObserver,

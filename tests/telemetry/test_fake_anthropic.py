@@ -21,9 +21,9 @@ import pytest
 
 from collector.cli import main
 from collector.harness import AgentResult, Runtime, Tool, run_agent
-from collector.llm import ClaudeLLM
-from collector.server import CollectorServer, ServerConfig
-from collector.telemetry import LedgerSpanExporter, OTelObserver, otlp_exporter, tracer_provider
+from collector.harness.llm import ClaudeLLM
+from collector.harness.telemetry import LedgerSpanExporter, OTelObserver, otlp_exporter, tracer_provider
+from collector.receiver import CollectorServer, ServerConfig
 from ledger.pricing import PriceBook, TokenCounts
 from ledger.store import open_ledger
 from tests.fakes.anthropic_server import Exchange, FakeAnthropicServer, FakeError, FakeReply

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 from opentelemetry.trace import StatusCode
 
-from collector.llm import ProviderError
+from collector.harness.llm import ProviderError
 from ledger import conventions as c
 from ledger import queries as q
 from tests.telemetry.helpers import Traced, by_name, rows
@@ -157,8 +157,8 @@ def test_a_tool_error_is_an_error_span_and_the_run_recovers(traced: Callable[...
 def test_authorization_denial_and_unknown_tool_are_events_and_errors_on_their_tool_spans(
     traced: Callable[..., Traced],
 ) -> None:
+    from collector.demo.scripted_llm import Reply, ScriptedLLM
     from collector.harness import Decision, Runtime, Tool, run_agent
-    from collector.llm import Reply, ScriptedLLM
 
     def policy(view):  # type: ignore[no-untyped-def]
         if not view.tool_results():

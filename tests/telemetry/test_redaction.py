@@ -15,8 +15,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import Runtime, Tool, run_agent
-from collector.llm import PolicyView, Reply, ScriptedLLM
 from ledger import conventions as c
 from tests.telemetry.helpers import Traced, by_name
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from collector.demo.samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness
 from collector.otlp import decode_json, encode_json, read_file
-from collector.samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness
 from ledger import conventions as c
 from ledger import queries as q
 from ledger.ingest import ingest

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from collector.demo.scenarios import build
 from collector.harness import Runtime, run_agent
-from collector.harness.scenarios import build
-from collector.telemetry import (
+from collector.harness.telemetry import (
     DEFAULT_ENDPOINT,
     InMemorySpanExporter,
     SeededIdGenerator,

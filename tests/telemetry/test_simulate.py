@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from collector.cli import main
+from collector.cli.simulate import Progress
+from collector.demo.simulate import MODELS, VirtualClock, plan_run, simulate
 from collector.harness import InMemoryObserver
-from collector.harness.cli import Progress
-from collector.server import CollectorServer, ServerConfig
-from collector.simulate import MODELS, VirtualClock, plan_run, simulate
+from collector.receiver import CollectorServer, ServerConfig
 from ledger import queries as q
 from ledger.store import open_ledger
 

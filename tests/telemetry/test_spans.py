@@ -9,12 +9,12 @@ import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from collector.cli import main
+from collector.demo.scenarios import build
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
+from collector.demo.simulate import VirtualClock, timed_tool
 from collector.harness import AgentConfig, InMemoryObserver, Runtime, run_agent
-from collector.harness.scenarios import build
-from collector.llm import PolicyView, Reply, ScriptedLLM
-from collector.simulate import VirtualClock, timed_tool
-from collector.telemetry import Capture, OTelObserver, span_records
-from collector.telemetry.capture import DEFAULT_MAX_CHARS
+from collector.harness.telemetry import Capture, OTelObserver, span_records
+from collector.harness.telemetry.capture import DEFAULT_MAX_CHARS
 from ledger import conventions as c
 from tests.telemetry.helpers import Traced, by_name
 
@@ -87,7 +87,7 @@ def test_three_tool_calls_in_one_turn_are_answered_in_one_user_message(traced: C
 
 
 def test_three_attempts_are_three_charge_rows(traced: Callable[..., Traced]) -> None:
-    from collector.llm import ProviderError
+    from collector.harness.llm import ProviderError
 
     t = traced()
     result = t.run("refusal", faults={0: [ProviderError(529), ProviderError(429, retry_after=2)]})

@@ -16,12 +16,12 @@ vectors, so loading the folder and reading the report reproduces them:
 Those are assembled span by span. ``sample_traces/harness/`` holds traces the
 real harness produced (``HARNESS_SAMPLES``): named scenarios run through
 ``collector.harness.run_agent`` with scripted models, observed by
-``collector.telemetry.OTelObserver`` and encoded exactly as the in-process
+``collector.harness.telemetry.OTelObserver`` and encoded exactly as the in-process
 exporter would. They tell the seeds' stories: the PTO happy path with parallel
 tools, the looping search, the budget burner stopping at step 11 with 12,990
 tokens against 12,000, the recovering date error, the refund hand-off, the
 shipping-status soft failure that ends at the step cap, and more. They are
-deterministic: a virtual clock and seeded ids (``collector.simulate``), span
+deterministic: a virtual clock and seeded ids (``collector.demo.simulate``), span
 ids renumbered in time order, a fixed resource.
 """
 
@@ -34,10 +34,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from collector.otlp import encode_json
 from ledger import conventions as c
 from ledger.spans import SpanEvent, SpanRecord
-
-from .otlp import encode_json
 
 __all__ = [
     "HARNESS_FOLDER",
@@ -329,7 +328,7 @@ _BUDGET_MODEL = "claude-opus-5"  # the scripted model's token estimate includes 
 
 @dataclass(frozen=True)
 class HarnessSample:
-    """One harness run: a scenario of ``collector.harness.scenarios`` (or ``research``) and its setting."""
+    """One harness run: a scenario of ``collector.demo.scenarios`` (or ``research``) and its setting."""
 
     scenario: str
     story: str
@@ -406,8 +405,14 @@ def _renumber(spans: list[SpanRecord], key: str) -> list[SpanRecord]:
 def build_harness(name: str) -> list[SpanRecord]:
     """Run harness sample ``name`` and return its spans as the ledger would receive them."""
     # Imported here: the assembled samples must not need the harness or the SDK.
-    from collector.simulate import AGENTS, HR_AGENT, RunPlan, execute
-    from collector.telemetry import InMemorySpanExporter, OTelObserver, build_resource, span_records, tracer_provider
+    from collector.demo.simulate import AGENTS, HR_AGENT, RunPlan, execute
+    from collector.harness.telemetry import (
+        InMemorySpanExporter,
+        OTelObserver,
+        build_resource,
+        span_records,
+        tracer_provider,
+    )
 
     try:
         sample = HARNESS_SAMPLES[name]

@@ -1,4 +1,4 @@
-"""``turnledger serve`` and ``turnledger up`` (registered by ``collector.cli`` as plugin commands).
+"""``turnledger serve`` and ``turnledger up``: the collector, and the collector with the dashboard.
 
 Both run the collector with a budget :class:`~ledger.budgets.Governor`: budgets
 are evaluated as spans arrive, swept every ``--sweep-interval`` seconds for
@@ -18,13 +18,18 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ledger.budgets import Governor
+from collector.receiver.defaults import DEFAULT_HOST, DEFAULT_PORT, MiB
 from ledger.errors import MalformedInput, TurnledgerError
-from ledger.pricing import PriceBook
 from ledger.settings import db_path, prices_file, token
 
-from .app import DEFAULT_HOST, DEFAULT_PORT, CollectorServer, MiB, ServerConfig
+from .dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, stop_process
+from .ingest import expand_paths
+
+if TYPE_CHECKING:
+    from collector.receiver.app import CollectorServer, ServerConfig
+    from ledger.budgets.governor import Governor
 
 __all__ = ["add_serve", "add_up", "build_server", "cmd_serve", "cmd_up", "load_samples_if_empty", "wait_for_stop"]
 
@@ -70,7 +75,12 @@ def add_serve(p: argparse.ArgumentParser) -> None:
 
 def add_up(p: argparse.ArgumentParser) -> None:
     add_serve(p)
-    p.add_argument("--dashboard-port", type=int, default=8501, help="dashboard port (default 8501)")
+    p.add_argument(
+        "--dashboard-port",
+        type=int,
+        default=DEFAULT_DASHBOARD_PORT,
+        help=f"dashboard port (default {DEFAULT_DASHBOARD_PORT})",
+    )
     p.add_argument("--no-dashboard", action="store_true", help="start only the collector")
     p.add_argument(
         "--samples",
@@ -82,6 +92,9 @@ def add_up(p: argparse.ArgumentParser) -> None:
 
 
 def _config(a: argparse.Namespace) -> ServerConfig:
+    from collector.receiver.app import ServerConfig
+    from ledger.pricing import PriceBook
+
     if a.max_body_mb <= 0 or a.queue_spans <= 0:
         raise TurnledgerError(f"--max-body-mb ({a.max_body_mb}) and --queue-spans ({a.queue_spans}) must be positive")
     if a.decode_workers < 0:
@@ -121,6 +134,9 @@ def build_server(
     evaluates each committed batch and whose sweeper (every ``sweep_interval`` s; 0: off)
     catches window rollovers. The server owns the governor: ``stop()`` closes the
     writer, then the governor, then the ledger."""
+    from collector.receiver.app import CollectorServer
+    from ledger.budgets.governor import Governor
+
     return CollectorServer(config, governor=governor or Governor(), sweep_interval=sweep_interval)
 
 
@@ -175,7 +191,6 @@ def cmd_serve(a: argparse.Namespace) -> int:
 
 def load_samples_if_empty(server: CollectorServer, folder: Path) -> int:
     """Load OTLP files into the ledger through the writer when it holds no spans; returns spans written."""
-    from collector.cli import expand_paths
     from collector.otlp import read_file
 
     with server.readers.connection() as cur:
@@ -198,17 +213,6 @@ def load_samples_if_empty(server: CollectorServer, folder: Path) -> int:
     return written
 
 
-def _stop_process(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-
-
 def cmd_up(a: argparse.Namespace) -> int:
     config = _config(a)
     server = _start(config, a.sweep_interval)
@@ -223,13 +227,8 @@ def cmd_up(a: argparse.Namespace) -> int:
         server.start()
         dashboard_url = None
         if not a.no_dashboard:
-            try:
-                from dashboard.cli import launch  # type: ignore[import-not-found,unused-ignore]
-            except ImportError as exc:
-                print(f"note: the dashboard is not available ({exc}); starting only the collector", file=sys.stderr)
-            else:
-                dashboard = launch(server_url=server.url, port=a.dashboard_port)
-                dashboard_url = f"http://{'127.0.0.1' if _is_loopback(config.host) else config.host}:{a.dashboard_port}"
+            dashboard = start_dashboard(server=server.url, port=a.dashboard_port)
+            dashboard_url = f"http://{'127.0.0.1' if _is_loopback(config.host) else config.host}:{a.dashboard_port}"
         print("turnledger is up", flush=True)
         if dashboard_url:
             print(f"  dashboard  {dashboard_url}", flush=True)
@@ -254,6 +253,6 @@ def cmd_up(a: argparse.Namespace) -> int:
     finally:
         print("stopping...", file=sys.stderr, flush=True)
         if dashboard is not None:
-            _stop_process(dashboard)
+            stop_process(dashboard)
         server.stop()
     return 1 if failed else 0

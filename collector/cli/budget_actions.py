@@ -1,14 +1,7 @@
-"""``turnledger budget add|list|show|rm|check|sweep`` and ``turnledger alerts``.
+"""What ``turnledger budget ...`` and ``turnledger alerts`` do (their parsers are in :mod:`.budget`).
 
-Plugged into ``collector.cli`` (it calls ``add_budget``/``cmd_budget`` and
-``add_alerts``/``cmd_alerts``). Every command takes ``--db``. Reading commands
-open the file read-only; writing ones need it free.
-
-While ``turnledger serve`` runs it owns the file (DuckDB allows one writing
-process, and no reader beside it). With ``TURNLEDGER_SERVER`` set (and no
-``--db``), every command goes through the server's API instead
-(:class:`~.client.BudgetClient`); without it, a held file is an error that
-says so. Both paths print the same documents (:mod:`.service`).
+On the file, through :mod:`ledger.budgets.service`; with ``TURNLEDGER_SERVER`` set
+(and no ``--db``), through the running server's API. Both print the same documents.
 """
 
 from __future__ import annotations
@@ -23,92 +16,24 @@ from typing import Any
 
 import duckdb
 
+from ledger.budgets.alerts import format_value
+from ledger.budgets.client import BudgetClient
+from ledger.budgets.gate import CallScope, decide
+from ledger.budgets.governor import Governor
+from ledger.budgets.rules import Rule
+from ledger.budgets.service import add_budget as store_budget
+from ledger.budgets.service import alerts_doc, budget_doc, budget_rows, remove_budget, rule_from_request, sweep_doc
+from ledger.budgets.windows import system_clock
 from ledger.errors import TurnledgerError
 from ledger.schema import MIGRATIONS, schema_version
 from ledger.settings import db_path, server_url
 from ledger.store import open_ledger
 
-from .alerts import format_value
-from .client import BudgetClient
-from .gate import CallScope, decide
-from .governor import Governor
-from .rules import METRICS, WINDOWS, Rule
-from .service import add_budget as store_budget
-from .service import alerts_doc, budget_doc, budget_rows, remove_budget, rule_from_request, sweep_doc
-from .windows import system_clock
-
-__all__ = ["add_alerts", "add_budget", "cmd_alerts", "cmd_budget"]
-
-
-def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db",
-        type=Path,
-        default=None,
-        help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb); without --db and with "
-        "$TURNLEDGER_SERVER set, the running server's API is used instead",
-    )
-
-
-def _json_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+__all__ = ["run_alerts", "run_budget"]
 
 
 def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
-
-
-# --- budget ----------------------------------------------------------------------------------
-def add_budget(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-    a = sub.add_parser("add", help="add a budget (spend) or metric rule", description="Add a budget or metric rule.")
-    a.add_argument("name", help="a unique name, e.g. acme-daily")
-    a.add_argument("--limit", required=True, help="USD for spend and cost metrics; 0..1 for rates and the cache floor")
-    a.add_argument(
-        "--scope", default="global", help="global (default), or tenant=X, agent=X, model=X, call_site=X, run=TRACE_ID"
-    )
-    a.add_argument("--window", default="day", choices=WINDOWS, help="default: day (calendar day in --tz)")
-    a.add_argument("--metric", default="spend", choices=list(METRICS), help="default: spend (the USD budget)")
-    a.add_argument(
-        "--soft", type=float, default=None, help="warn at this fraction of the limit (default 0.8; 1 = no warning)"
-    )
-    a.add_argument("--tz", default="UTC", help="time zone of calendar windows (IANA name, default UTC)")
-    a.add_argument("--webhook", action="append", default=[], metavar="URL", help="POST the JSON alert here (repeat)")
-    a.add_argument(
-        "--slack", action="append", default=[], metavar="URL", help="POST a Slack {text} alert here (repeat)"
-    )
-    _db(a)
-
-    ls = sub.add_parser("list", help="every rule with its current value and level")
-    _json_flag(ls)
-    _db(ls)
-
-    sh = sub.add_parser("show", help="one rule: figures, projection and recent alerts")
-    sh.add_argument("budget", metavar="NAME_OR_ID")
-    _json_flag(sh)
-    _db(sh)
-
-    rm = sub.add_parser("rm", help="remove a rule (its alert history stays)")
-    rm.add_argument("budget", metavar="NAME_OR_ID")
-    _db(rm)
-
-    ck = sub.add_parser(
-        "check",
-        help="would a model call in this scope be allowed? (exit 1 if refused)",
-        description="Ask the gate the harness asks before each model call. Exit status 1 when refused.",
-    )
-    for name in ("tenant", "agent", "model", "call-site", "trace"):
-        ck.add_argument(f"--{name}", default=None)
-    _json_flag(ck)
-    _db(ck)
-
-    sw = sub.add_parser(
-        "sweep",
-        help="evaluate every rule now, record alerts and send webhooks (what the server does periodically)",
-    )
-    sw.add_argument("--wait", type=float, default=10.0, help="seconds to wait for webhook deliveries (default 10)")
-    _db(sw)
 
 
 # --- where the ledger is: the file, or a running server ----------------------------------------
@@ -255,7 +180,7 @@ def _budget_sweep(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_budget(a: argparse.Namespace) -> int:
+def run_budget(a: argparse.Namespace) -> int:
     return {
         "add": _budget_add,
         "list": _budget_list,
@@ -266,17 +191,6 @@ def cmd_budget(a: argparse.Namespace) -> int:
     }[a.action](a)
 
 
-# --- alerts ----------------------------------------------------------------------------------
-def add_alerts(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--budget", default=None, metavar="NAME_OR_ID", help="only this rule's alerts")
-    p.add_argument("--level", default=None, choices=("ok", "warn", "exceeded"))
-    p.add_argument("--since", type=datetime.fromisoformat, default=None, help="fired at or after (ISO time, UTC)")
-    p.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
-    p.add_argument("--deliveries", action="store_true", help="list every delivery attempt under each alert")
-    _json_flag(p)
-    _db(p)
-
-
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -284,7 +198,7 @@ def _fmt(value: Any) -> str:
     return str(amount.normalize()) if amount == amount.to_integral() else str(amount.quantize(Decimal("0.0001")))
 
 
-def cmd_alerts(a: argparse.Namespace) -> int:
+def run_alerts(a: argparse.Namespace) -> int:
     since = a.since.replace(tzinfo=a.since.tzinfo or UTC) if a.since else None
     query = {"budget": a.budget, "level": a.level, "since": since, "limit": a.limit, "deliveries": a.deliveries}
     client = _client(a)

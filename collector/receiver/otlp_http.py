@@ -22,7 +22,7 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collector.otlp import decode_json, decode_protobuf
-from ledger.errors import MalformedInput
+from ledger.errors import InputError, MalformedInput
 from ledger.spans import SpanRecord
 
 __all__ = [
@@ -43,15 +43,15 @@ JSON = "application/json"
 _REASONS_IN_MESSAGE = 5
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(InputError):
     """The body (on the wire or decompressed) exceeds the configured limit: 413."""
 
 
-class UnsupportedMediaType(Exception):
+class UnsupportedMediaType(InputError):
     """Neither OTLP protobuf nor OTLP/JSON: 415."""
 
 
-class UnsupportedEncoding(Exception):
+class UnsupportedEncoding(InputError):
     """A Content-Encoding other than gzip, deflate or identity: 415."""
 
 

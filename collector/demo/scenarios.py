@@ -15,10 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.llm import PolicyView, Reply, ScriptedLLM, result_text
-
-from .config import AgentConfig
-from .tools import HANDOFF_TOOL, Tool, ToolError, ToolResult
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM, result_text
+from collector.harness.config import AgentConfig
+from collector.harness.tools import HANDOFF_TOOL, Tool, ToolError, ToolResult
 
 __all__ = [
     "HR_SYSTEM",

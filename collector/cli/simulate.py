@@ -1,11 +1,13 @@
-"""``turnledger simulate``: drive the harness over a realistic workload, with telemetry on.
+"""``turnledger simulate`` and ``turnledger samples``: demo data through the real harness.
+
+``simulate`` drives the harness over a realistic workload, with telemetry on:
 
     turnledger simulate --runs 1000 --seed 7                     # into ./turnledger.duckdb (in-process)
     turnledger simulate --runs 1000 --endpoint http://127.0.0.1:4318   # to a running `turnledger serve`
 
 Spans go through the same telemetry an instrumented agent uses
-(``collector.telemetry``): the in-process ledger exporter, or OTLP/HTTP. The
-workload itself is ``collector.simulate``. Progress goes to stderr, the summary
+(``collector.harness.telemetry``): the in-process ledger exporter, or OTLP/HTTP. The
+workload itself is ``collector.demo.simulate``. Progress goes to stderr, the summary
 to stdout.
 """
 
@@ -21,9 +23,8 @@ from typing import Any, TextIO
 
 from ledger.errors import TurnledgerError
 from ledger.settings import CAPTURE_MODES, capture_mode, db_path, server_url
-from ledger.store import open_ledger
 
-__all__ = ["Progress", "add_simulate", "cmd_simulate"]
+__all__ = ["Progress", "add_samples", "add_simulate", "cmd_samples", "cmd_simulate"]
 
 
 def add_simulate(p: argparse.ArgumentParser) -> None:
@@ -103,9 +104,15 @@ def _check_endpoint(traces_url: str) -> None:
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     # Imported here so `turnledger --help` stays fast.
-    from collector.simulate import simulate
-    from collector.telemetry import LedgerSpanExporter, OTelObserver, build_resource, otlp_exporter, traces_endpoint
-    from collector.telemetry.setup import tracer_provider
+    from collector.demo.simulate import simulate
+    from collector.harness.telemetry import (
+        LedgerSpanExporter,
+        OTelObserver,
+        build_resource,
+        otlp_exporter,
+        traces_endpoint,
+    )
+    from collector.harness.telemetry.setup import tracer_provider
 
     if a.runs < 0:
         raise TurnledgerError(f"--runs must be 0 or more, got {a.runs!r}")
@@ -125,6 +132,8 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         batch_size = 512  # one request stays well under the server's body limit
     else:
         path = a.db or db_path()
+        from ledger.store import open_ledger
+
         con = open_ledger(path)  # fails now, clearly, if a server holds the file
         # The observer redacted (or, with --capture full, was told not to): every
         # producer here is ours, so ingest need not redact the payloads again.
@@ -180,4 +189,16 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         print(f"next: turnledger report --db {target}")
     else:
         print(f"  sent to {target}")
+    return 0
+
+
+def add_samples(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=Path("sample_traces"), help="folder to write (default sample_traces/)")
+
+
+def cmd_samples(a: argparse.Namespace) -> int:
+    from collector.demo.samples import write_samples
+
+    for path in write_samples(a.out):
+        print(path)
     return 0

@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from ledger.errors import InputError, NotFound
 from ledger.queries import QUERIES, Filters, Query
 
 __all__ = [
@@ -42,11 +43,11 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 RESERVED = frozenset({"format"})  # query-string keys of the API itself, not of a builder
 
 
-class UnknownQuery(LookupError):
+class UnknownQuery(NotFound, LookupError):
     """No registered query has that name: 404."""
 
 
-class BadParameter(ValueError):
+class BadParameter(InputError, ValueError):
     """A query-string parameter is unknown, missing, repeated or not of its type: 400."""
 
 

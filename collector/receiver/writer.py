@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from ledger.errors import Unavailable
 from ledger.ingest import IngestReport, PreparedBatch, prepare, refresh_pending_runs, write
 from ledger.pricing import PriceBook
 from ledger.spans import SpanRecord
@@ -57,7 +58,7 @@ IngestHook = Callable[[duckdb.DuckDBPyConnection, IngestReport], None]
 _MAX_MERGED_REJECTIONS = 100
 
 
-class QueueFull(Exception):
+class QueueFull(Unavailable):
     """The ingest queue is at its bound; retry after ``retry_after`` seconds."""
 
     def __init__(self, queued: int, limit: int, retry_after: int) -> None:
@@ -65,7 +66,7 @@ class QueueFull(Exception):
         self.retry_after = retry_after
 
 
-class WriterUnavailable(Exception):
+class WriterUnavailable(Unavailable):
     """The writer is closed, or the batch holding the spans failed to commit (nothing of it was written)."""
 
 

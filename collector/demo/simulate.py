@@ -38,9 +38,10 @@ from decimal import Decimal
 from functools import wraps
 from typing import Any
 
+from collector.demo.scenarios import SCENARIOS, build
+from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import AgentConfig, AgentResult, Observer, Runtime, Tool, accounted, run_agent
-from collector.harness.scenarios import SCENARIOS, build
-from collector.llm import LLM, CompleteBySending, LLMResponse, PolicyView, ProviderError, Reply, ScriptedLLM
+from collector.harness.llm import LLM, CompleteBySending, LLMResponse, ProviderError
 
 __all__ = [
     "MODELS",

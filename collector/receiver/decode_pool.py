@@ -20,6 +20,7 @@ import time
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from ledger.errors import Unavailable
 from ledger.ingest import PreparedBatch, prepare
 from ledger.pricing import PriceBook
 
@@ -28,7 +29,7 @@ from .otlp_http import decode_body
 __all__ = ["DecodePool", "DecoderUnavailable"]
 
 
-class DecoderUnavailable(Exception):
+class DecoderUnavailable(Unavailable):
     """A worker process died, or the server is stopping; nothing of the request was queued: 503."""
 
 

@@ -57,6 +57,7 @@ from ledger.store import open_ledger
 
 from . import api, budget_routes
 from .decode_pool import DecodePool, DecoderUnavailable
+from .defaults import DEFAULT_HOST, DEFAULT_PORT, MiB
 from .otlp_http import (
     JSON,
     PROTOBUF,
@@ -74,9 +75,6 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "CollectorServer", "ServerConfig"]
 
 log = logging.getLogger("turnledger.server")
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 4318  # the OTLP/HTTP port: exporters' default endpoint works unchanged
-MiB = 1024 * 1024
 _ALERT_GRACE_S = 2.0  # at shutdown, how long alerts of the last batch may take to go out
 
 

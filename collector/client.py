@@ -21,18 +21,14 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from ledger.errors import TurnledgerError
+from ledger.errors import ServerError
 from ledger.queries import Filters
 
 __all__ = ["QueryClient", "QueryError"]
 
 
-class QueryError(TurnledgerError):
+class QueryError(ServerError):
     """The server answered with an error (bad parameter, unknown query, auth) or could not be reached."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _param(value: Any) -> str:

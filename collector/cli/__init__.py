@@ -1,0 +1,69 @@
+"""``turnledger``: the one command-line entry point.
+
+Each subcommand is a pair of functions in the module named for it (``add_*``
+builds its parser, ``cmd_*`` runs it); ``COMMANDS`` lists them all. Command
+modules import only the standard library and light ``ledger`` modules at the
+top, and their heavy dependencies (DuckDB, pandas, the receiver) inside
+``cmd_*``, so ``turnledger --help`` starts at once. Errors from turnledger
+itself print one actionable line and exit 2; nothing prints a traceback for a
+user mistake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ledger.errors import TurnledgerError
+
+from . import budget, dashboard, ingest, report, serve, simulate
+
+__all__ = ["COMMANDS", "main", "parser"]
+
+Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+
+COMMANDS: dict[str, Command] = {
+    "up": ("start the collector and the dashboard together", serve.add_up, serve.cmd_up),
+    "serve": (
+        "run the OTLP/HTTP collector and query API (the single writer of the ledger)",
+        serve.add_serve,
+        serve.cmd_serve,
+    ),
+    "dashboard": ("open the Streamlit dashboard", dashboard.add_dashboard, dashboard.cmd_dashboard),
+    "ingest": ("load OTLP trace files into the ledger", ingest.add_ingest, ingest.cmd_ingest),
+    "report": ("cost, cache, guard and long-tail figures", report.add_report, report.cmd_report),
+    "context": ("print the exact request payload of a run's turn", report.add_context, report.cmd_context),
+    "simulate": (
+        "drive the harness with scripted models over a realistic workload",
+        simulate.add_simulate,
+        simulate.cmd_simulate,
+    ),
+    "samples": ("regenerate sample_traces/ from the seed scenarios", simulate.add_samples, simulate.cmd_samples),
+    "budget": ("add, list, show and remove budget rules", budget.add_budget, budget.cmd_budget),
+    "alerts": ("list alert events and their deliveries", budget.add_alerts, budget.cmd_alerts),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="turnledger",
+        description="Observability and cost governance for LLM agents: OpenTelemetry spans in, a DuckDB cost ledger out.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add, run) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        add(sp)
+        sp.set_defaults(run=run)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except TurnledgerError as exc:
+        print(f"turnledger {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,93 @@
+"""``turnledger dashboard``: start the Streamlit app in its own process.
+
+The collector never imports the dashboard: this command (and ``turnledger up``)
+runs ``python -m dashboard``, which execs Streamlit on the app. The app reads
+through a running server when one is given (``--server`` or TURNLEDGER_SERVER),
+otherwise it opens the ledger file read-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ledger.errors import TurnledgerError
+from ledger.settings import db_path, server_url
+
+from .args import add_db
+
+__all__ = ["DEFAULT_DASHBOARD_PORT", "add_dashboard", "cmd_dashboard", "start_dashboard", "stop_process"]
+
+DEFAULT_DASHBOARD_PORT = 8501
+
+
+def start_dashboard(
+    *, server: str | None = None, db: Path | None = None, port: int = DEFAULT_DASHBOARD_PORT,
+    address: str = "127.0.0.1", headless: bool = True,
+) -> subprocess.Popen[bytes]:  # fmt: skip
+    """The dashboard as a child process (``python -m dashboard``); the caller stops it."""
+    env = dict(os.environ)
+    if server:
+        env["TURNLEDGER_SERVER"] = server
+    cmd = [sys.executable, "-m", "dashboard", "--port", str(port), "--address", address]
+    if db is not None and not server:
+        cmd += ["--db", str(Path(db).resolve())]
+    if headless:
+        cmd.append("--headless")
+    return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate a child, then kill it if it has not gone after 10 s."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def add_dashboard(p: argparse.ArgumentParser) -> None:
+    add_db(p)
+    p.add_argument(
+        "--server", default=None, help="read through a running `turnledger serve` at this URL ($TURNLEDGER_SERVER)"
+    )
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_DASHBOARD_PORT, help=f"port to serve on (default {DEFAULT_DASHBOARD_PORT})"
+    )
+    p.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="interface to listen on (default 127.0.0.1: captured prompts are shown, keep it local)",
+    )
+    p.add_argument("--headless", action="store_true", help="do not open a browser window")
+
+
+def cmd_dashboard(a: argparse.Namespace) -> int:
+    server = a.server or server_url()
+    db = a.db or db_path()
+    if not server and not Path(db).exists():
+        raise TurnledgerError(
+            f"no ledger at {str(db)!r}: run `turnledger ingest sample_traces/ --db {db}` or start "
+            "`turnledger serve` and send spans first"
+        )
+    print(f"turnledger dashboard on http://{a.address}:{a.port}  (reading {server or db}; Ctrl-C stops it)")
+    proc = start_dashboard(server=server, db=Path(db), port=a.port, address=a.address, headless=a.headless)
+
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # a TERM stops the app as Ctrl-C does, never leaving it orphaned
+
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        stop_process(proc)
