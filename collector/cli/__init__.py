@@ -21,28 +21,26 @@ from . import budget, dashboard, ingest, report, serve, simulate
 
 __all__ = ["COMMANDS", "main", "parser"]
 
-Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
+Command = tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
 
+# name -> (builds its parser; its docstring is the command's help), (runs it)
 COMMANDS: dict[str, Command] = {
-    "up": ("start the collector and the dashboard together", serve.add_up, serve.cmd_up),
-    "serve": (
-        "run the OTLP/HTTP collector and query API (the single writer of the ledger)",
-        serve.add_serve,
-        serve.cmd_serve,
-    ),
-    "dashboard": ("open the Streamlit dashboard", dashboard.add_dashboard, dashboard.cmd_dashboard),
-    "ingest": ("load OTLP trace files into the ledger", ingest.add_ingest, ingest.cmd_ingest),
-    "report": ("cost, cache, guard and long-tail figures", report.add_report, report.cmd_report),
-    "context": ("print the exact request payload of a run's turn", report.add_context, report.cmd_context),
-    "simulate": (
-        "drive the harness with scripted models over a realistic workload",
-        simulate.add_simulate,
-        simulate.cmd_simulate,
-    ),
-    "samples": ("regenerate sample_traces/ from the seed scenarios", simulate.add_samples, simulate.cmd_samples),
-    "budget": ("add, list, show and remove budget rules", budget.add_budget, budget.cmd_budget),
-    "alerts": ("list alert events and their deliveries", budget.add_alerts, budget.cmd_alerts),
+    "up": (serve.add_up, serve.cmd_up),
+    "serve": (serve.add_serve, serve.cmd_serve),
+    "dashboard": (dashboard.add_dashboard, dashboard.cmd_dashboard),
+    "ingest": (ingest.add_ingest, ingest.cmd_ingest),
+    "report": (report.add_report, report.cmd_report),
+    "context": (report.add_context, report.cmd_context),
+    "simulate": (simulate.add_simulate, simulate.cmd_simulate),
+    "samples": (simulate.add_samples, simulate.cmd_samples),
+    "budget": (budget.add_budget, budget.cmd_budget),
+    "alerts": (budget.add_alerts, budget.cmd_alerts),
 }
+
+
+def _help(add: Callable[..., None]) -> str:
+    first = (add.__doc__ or "").strip().splitlines()[0]
+    return first[0].lower() + first[1:].rstrip(".")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,8 +49,8 @@ def parser() -> argparse.ArgumentParser:
         description="Observability and cost governance for LLM agents: OpenTelemetry spans in, a DuckDB cost ledger out.",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (help_text, add, run) in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_text, description=help_text)
+    for name, (add, run) in COMMANDS.items():
+        sp = sub.add_parser(name, help=_help(add), description=_help(add))
         add(sp)
         sp.set_defaults(run=run)
     return p

@@ -38,6 +38,7 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
 
 # --- budget ----------------------------------------------------------------------------------
 def add_budget(p: argparse.ArgumentParser) -> None:
+    """Add, list, show and remove budget rules."""
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     a = sub.add_parser("add", help="add a budget (spend) or metric rule", description="Add a budget or metric rule.")
@@ -97,6 +98,7 @@ def cmd_budget(a: argparse.Namespace) -> int:
 
 # --- alerts ----------------------------------------------------------------------------------
 def add_alerts(p: argparse.ArgumentParser) -> None:
+    """List alert events and their deliveries."""
     p.add_argument("--budget", default=None, metavar="NAME_OR_ID", help="only this rule's alerts")
     p.add_argument("--level", default=None, choices=("ok", "warn", "exceeded"))
     p.add_argument("--since", type=datetime.fromisoformat, default=None, help="fired at or after (ISO time, UTC)")

@@ -54,6 +54,7 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 def add_dashboard(p: argparse.ArgumentParser) -> None:
+    """Open the Streamlit dashboard."""
     add_db(p)
     p.add_argument(
         "--server", default=None, help="read through a running `turnledger serve` at this URL ($TURNLEDGER_SERVER)"

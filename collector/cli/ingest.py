@@ -31,6 +31,7 @@ def expand_paths(paths: Sequence[Path]) -> list[Path]:
 
 
 def add_ingest(p: argparse.ArgumentParser) -> None:
+    """Load OTLP trace files into the ledger."""
     p.add_argument(
         "paths", nargs="+", type=Path, metavar="PATH", help="OTLP/JSON or OTLP protobuf files, or folders of them"
     )

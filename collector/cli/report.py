@@ -14,6 +14,7 @@ __all__ = ["add_context", "add_report", "cmd_context", "cmd_report", "resolve_tr
 
 
 def add_report(p: argparse.ArgumentParser) -> None:
+    """Cost, cache, guard and long-tail figures."""
     p.add_argument(
         "--json", action="store_true", help="machine-readable output (schema in README: 'Report JSON schema')"
     )
@@ -34,6 +35,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 # --- context -----------------------------------------------------------------------------
 def add_context(p: argparse.ArgumentParser) -> None:
+    """Print the exact request payload of a run's turn."""
     p.add_argument("trace_id", metavar="TRACE_ID", help="the run's trace id (a unique prefix of 8+ characters works)")
     p.add_argument("--turn", type=int, default=None, help="model call number, 1-based (default: list the turns)")
     add_db(p)

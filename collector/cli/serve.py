@@ -41,6 +41,7 @@ DEFAULT_DECODE_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 def add_serve(p: argparse.ArgumentParser) -> None:
+    """Run the OTLP/HTTP collector and query API (the single writer of the ledger)."""
     p.add_argument(
         "--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this machine only)"
     )
@@ -74,6 +75,7 @@ def add_serve(p: argparse.ArgumentParser) -> None:
 
 
 def add_up(p: argparse.ArgumentParser) -> None:
+    """Start the collector and the dashboard together."""
     add_serve(p)
     p.add_argument(
         "--dashboard-port",

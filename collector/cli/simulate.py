@@ -28,6 +28,7 @@ __all__ = ["Progress", "add_samples", "add_simulate", "cmd_samples", "cmd_simula
 
 
 def add_simulate(p: argparse.ArgumentParser) -> None:
+    """Drive the harness with scripted models over a realistic workload."""
     p.add_argument("--runs", type=int, default=200, help="number of agent runs (default 200)")
     p.add_argument("--seed", type=int, default=0, help="workload seed: the same seed plays the same runs (default 0)")
     out = p.add_mutually_exclusive_group()
@@ -193,6 +194,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
 
 
 def add_samples(p: argparse.ArgumentParser) -> None:
+    """Regenerate sample_traces/ from the seed scenarios."""
     p.add_argument("--out", type=Path, default=Path("sample_traces"), help="folder to write (default sample_traces/)")
 
 
