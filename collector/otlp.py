@@ -1,9 +1,10 @@
 """OTLP trace payloads (protobuf and JSON encodings) <-> ``ledger.SpanRecord``.
 
-Structural problems (not JSON, not an ExportTraceServiceRequest) raise
-``MalformedInput`` naming the problem; a single odd span (bad id, bad times) is
-decoded as-is and left for ``ledger.ingest`` to reject on its own, so one bad
-span never costs the batch its good ones.
+Structural problems (not JSON, not an ExportTraceServiceRequest, a body of the
+wrong shape) raise ``MalformedInput`` naming the problem; a single odd span (bad
+id, bad times, a field that cannot be decoded) is decoded as far as it goes and
+left for ``ledger.ingest`` to reject on its own (``SpanRecord.problem``), so one
+bad span never costs the batch its good ones.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ledger.errors import MalformedInput
+from ledger.limits import MAX_ATTRIBUTE_DEPTH, MAX_ATTRIBUTES, MAX_EVENTS
 from ledger.spans import SpanEvent, SpanRecord
 
 __all__ = ["decode_json", "decode_protobuf", "encode_json", "read_file"]
@@ -103,92 +105,169 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
 
 
 # --- JSON (the OTLP/JSON encoding: hex ids, integers possibly as strings) ----------
-def _json_value(v: dict[str, Any], where: str) -> Any:
+# Hostile input is normal input. A body of the wrong shape (not an object, `scopeSpans`
+# not a list of objects, `resource` a number, a span's `attributes` not a list) is
+# MalformedInput for the whole request (400: the sender has a bug, retrying cannot
+# help). A value that cannot be taken (an integer that is not one, nesting or counts
+# past the limits) is that span's `problem`: ingest rejects it alone and the request's
+# other spans still land.
+class _SpanProblem(ValueError):
+    """A field of one span cannot be decoded; the message names it."""
+
+
+def _json_value(v: Any, where: str, depth: int = 0) -> Any:
     if not isinstance(v, dict) or not v:
         return None
+    if depth > MAX_ATTRIBUTE_DEPTH:
+        raise _SpanProblem(f"{where}: nested deeper than {MAX_ATTRIBUTE_DEPTH} levels")
     key, value = next(iter(v.items()))
     if key == "stringValue":
         return str(value)
     if key == "intValue":
-        return int(value)
+        return _int(value, where)
     if key == "doubleValue":
-        return float(value)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise _SpanProblem(f"{where}: doubleValue {value!r} is not a number") from None
     if key == "boolValue":
         return bool(value)
     if key == "arrayValue":
-        return [_json_value(x, where) for x in (value or {}).get("values", [])]
+        return [_json_value(x, where, depth + 1) for x in _members(value, where)]
     if key == "kvlistValue":
-        return {kv["key"]: _json_value(kv.get("value", {}), where) for kv in (value or {}).get("values", [])}
+        return _json_attrs(_members(value, where), where, depth + 1)
     if key == "bytesValue":
         return str(value)
-    raise MalformedInput(f"{where}: unknown attribute value type {key!r}")
+    raise _SpanProblem(f"{where}: unknown attribute value type {key!r}")
 
 
-def _json_attrs(kvs: Any, where: str) -> dict[str, Any]:
+def _members(value: Any, where: str) -> list[Any]:
+    """The ``values`` list of an arrayValue / kvlistValue."""
+    values = value.get("values", []) if isinstance(value, dict) else [] if value is None else None
+    if not isinstance(values, list):
+        raise MalformedInput(f"{where}: `values` must be a list")
+    return values
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # a JSON number written with an exponent
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _SpanProblem(f"{where}: {value!r} is not an integer")
+    try:
+        return int(value)
+    except ValueError:
+        raise _SpanProblem(f"{where}: {value!r} is not an integer") from None
+
+
+def _json_attrs(kvs: Any, where: str, depth: int = 0) -> dict[str, Any]:
     if not isinstance(kvs, list):
         raise MalformedInput(f"{where}: attributes must be a list of {{key, value}}")
-    try:
-        return {kv["key"]: _json_value(kv.get("value", {}), f"{where}.{kv['key']}") for kv in kvs}
-    except (KeyError, TypeError):
-        raise MalformedInput(f"{where}: each attribute needs a `key`") from None
+    if len(kvs) > MAX_ATTRIBUTES:
+        raise _SpanProblem(f"{where}: {len(kvs)} attributes, more than {MAX_ATTRIBUTES}")
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise MalformedInput(f"{where}: each attribute needs a string `key`")
+        out[kv["key"]] = _json_value(kv.get("value"), f"{where}.{kv['key']}", depth)
+    return out
 
 
 def _enum(value: Any, names: list[str], prefix: str) -> str:
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return names[value] if 0 <= value < len(names) else names[0]
     text = str(value or names[0]).removeprefix(prefix)
     return text if text in names else names[0]
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
 def _json_span(sp: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any], where: str) -> SpanRecord:
+    span = SpanRecord(
+        trace_id=_text(sp.get("traceId")).lower(),
+        span_id=_text(sp.get("spanId")).lower(),
+        name=_text(sp.get("name")),
+        start_ns=0,
+        end_ns=0,
+        parent_span_id=_text(sp.get("parentSpanId")).lower(),
+        resource=resource,
+        scope_name=_text(scope.get("name")),
+        scope_version=_text(scope.get("version")),
+    )
     try:
         status = sp.get("status") or {}
-        return SpanRecord(
-            trace_id=str(sp.get("traceId", "")).lower(),
-            span_id=str(sp.get("spanId", "")).lower(),
-            parent_span_id=str(sp.get("parentSpanId") or "").lower(),
-            name=str(sp.get("name", "")),
-            start_ns=int(sp.get("startTimeUnixNano", 0)),
-            end_ns=int(sp.get("endTimeUnixNano", 0)),
-            kind=_enum(sp.get("kind", 1), _KINDS, "SPAN_KIND_"),
-            status_code=_enum(status.get("code", 0), _STATUS, "STATUS_CODE_"),
-            status_message=str(status.get("message", "")),
-            attributes=_json_attrs(sp.get("attributes", []), f"{where}.attributes"),
-            events=tuple(
-                SpanEvent(
-                    str(e.get("name", "")),
-                    int(e.get("timeUnixNano", 0)),
-                    _json_attrs(e.get("attributes", []), f"{where}.events[{i}]"),
-                )
-                for i, e in enumerate(sp.get("events", []))
-            ),
-            resource=resource,
-            scope_name=str(scope.get("name", "")),
-            scope_version=str(scope.get("version", "")),
+        if not isinstance(status, dict):
+            raise MalformedInput(f"{where}.status: expected an object")
+        span.start_ns = _int(sp.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano")
+        span.end_ns = _int(sp.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano")
+        span.kind = _enum(sp.get("kind", 1), _KINDS, "SPAN_KIND_")
+        span.status_code = _enum(status.get("code", 0), _STATUS, "STATUS_CODE_")
+        span.status_message = _text(status.get("message"))
+        span.attributes = _json_attrs(sp.get("attributes", []), f"{where}.attributes")
+        span.events = _json_events(sp.get("events", []), where)
+    except _SpanProblem as exc:
+        span.problem = str(exc)
+    return span
+
+
+def _json_events(events: Any, where: str) -> tuple[SpanEvent, ...]:
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise MalformedInput(f"{where}.events: expected a list of objects")
+    if len(events) > MAX_EVENTS:
+        raise _SpanProblem(f"{where}.events: {len(events)} events, more than {MAX_EVENTS}")
+    return tuple(
+        SpanEvent(
+            _text(e.get("name")),
+            _int(e.get("timeUnixNano", 0), f"{where}.events[{i}].timeUnixNano"),
+            _json_attrs(e.get("attributes", []), f"{where}.events[{i}].attributes"),
         )
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise MalformedInput(f"{where}: {exc}") from None
+        for i, e in enumerate(events)
+    )
+
+
+def _objects(doc: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    """``doc[key]``: a list of objects (absent or null: none), else the body is malformed."""
+    value = doc.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(x, dict) for x in value):
+        raise MalformedInput(f"{where}.{key}: expected a list of objects")
+    return value
+
+
+def _object(doc: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MalformedInput(f"{where}.{key}: expected an object")
+    return value
 
 
 def decode_json(body: bytes | str | dict[str, Any]) -> list[SpanRecord]:
+    """Spans of an OTLP/JSON request. A body of the wrong shape raises MalformedInput;
+    a bad field inside one span sets that span's ``problem`` instead."""
     if isinstance(body, dict):
         doc = body
     else:
         try:
             doc = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise MalformedInput(f"not JSON: {exc}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
         raise MalformedInput("not OTLP/JSON: expected an object with a `resourceSpans` list")
     out = []
-    for i, rs in enumerate(doc["resourceSpans"]):
+    for i, rs in enumerate(_objects(doc, "resourceSpans", "request")):
         where = f"resourceSpans[{i}]"
-        if not isinstance(rs, dict):
-            raise MalformedInput(f"{where}: expected an object")
-        resource = _json_attrs((rs.get("resource") or {}).get("attributes", []), f"{where}.resource")
-        for j, ss in enumerate(rs.get("scopeSpans", [])):
-            scope = ss.get("scope") or {}
-            for k, sp in enumerate(ss.get("spans", [])):
+        try:
+            resource = _json_attrs(_object(rs, "resource", where).get("attributes", []), f"{where}.resource")
+        except _SpanProblem as exc:  # shared by every span below: the request is malformed
+            raise MalformedInput(str(exc)) from None
+        for j, ss in enumerate(_objects(rs, "scopeSpans", where)):
+            scope = _object(ss, "scope", f"{where}.scopeSpans[{j}]")
+            for k, sp in enumerate(_objects(ss, "spans", f"{where}.scopeSpans[{j}]")):
                 out.append(_json_span(sp, resource, scope, f"{where}.scopeSpans[{j}].spans[{k}]"))
     return out
 

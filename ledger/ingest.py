@@ -74,6 +74,8 @@ class IngestReport:
 
 
 def _problem(span: SpanRecord) -> str | None:
+    if span.problem:
+        return span.problem
     if not _HEX32.match(span.trace_id) or span.trace_id == "0" * 32:
         return f"trace_id {span.trace_id!r} is not 32 lowercase hex digits"
     if not _HEX16.match(span.span_id) or span.span_id == "0" * 16:

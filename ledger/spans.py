@@ -41,6 +41,9 @@ class SpanRecord:
     resource: Attributes = field(default_factory=dict)
     scope_name: str = ""
     scope_version: str = ""
+    # Why this span cannot be stored, when its decoder already knows (a field of the
+    # wrong type, nesting past the limits): ingest rejects it on its own, naming it.
+    problem: str = ""
 
     def attr(self, key: str, default: Any = None) -> Any:
         """A span attribute, falling back to the resource (where tenant/service often live)."""

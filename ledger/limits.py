@@ -1,0 +1,18 @@
+"""What a span may hold: the bounds every producer's input is checked against at the door.
+
+A value outside them is never stored as a guess: the span is rejected on its
+own (OTLP partial success names it and the field), or, where the rest of the
+span is useful, its charge is flagged. The bounds are far beyond any real
+agent's spans and far below what would overflow a column or a stack.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAX_ATTRIBUTES", "MAX_ATTRIBUTE_DEPTH", "MAX_EVENTS", "MAX_TIME_NS", "MAX_TOKENS", "MIN_TIME_NS"]
+
+MAX_TOKENS = 10**9  # tokens in one call's term: a 1M-token context is 10^6
+MIN_TIME_NS = 1  # after the Unix epoch (0 is "unset" in OTLP)
+MAX_TIME_NS = 2**62  # year 2116: leaves room in TIMESTAMP_NS (int64) for durations and sums
+MAX_ATTRIBUTE_DEPTH = 32  # nested arrays / key-value lists inside one attribute value
+MAX_ATTRIBUTES = 4096  # attributes on one span, one event or one resource
+MAX_EVENTS = 4096  # events on one span
