@@ -7,6 +7,7 @@ that span's rejection while the request's good spans land.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from hypothesis import HealthCheck, given, settings
@@ -60,10 +61,8 @@ def test_json_decoder_raises_only_malformed_input_on_any_document(doc):
 @HOSTILE
 @given(st.binary(max_size=300))
 def test_json_decoder_raises_only_malformed_input_on_any_bytes(body):
-    try:
-        decode_json(body)
-    except MalformedInput:
-        pass
+    with contextlib.suppress(MalformedInput):
+        assert isinstance(decode_json(body), list)
 
 
 SAMPLE_PB = sample_as_protobuf(SAMPLES / "five_turn_run.json")
