@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from collector.demo.samples import SYSTEM, TOOLS, Trace  # noqa: E402
 from ledger import conventions as c  # noqa: E402
+from ledger import queries as q  # noqa: E402
 from ledger.ingest import ingest, refresh_runs  # noqa: E402
 from ledger.schema import schema_version  # noqa: E402
 from ledger.store import open_ledger  # noqa: E402
@@ -283,9 +284,9 @@ class Recorder:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
-    def query(self, name: str, filters: Any = None, **kwargs: Any) -> Any:
-        Recorder.calls.append((name, filters, kwargs))
-        return self.inner.query(name, filters, **kwargs)
+    def query(self, builder: Any, filters: Any = None, **kwargs: Any) -> Any:
+        Recorder.calls.append((builder.__name__, filters, kwargs))
+        return self.inner.query(builder, filters, **kwargs)
 
     def context(self, trace_id: str, span_id: str) -> Any:
         Recorder.calls.append(("context", None, {"trace_id": trace_id, "span_id": span_id}))
@@ -342,7 +343,7 @@ def replay(db: Path, calls: list[tuple[str, Any, dict[str, Any]]]) -> tuple[floa
         if name == "context":
             source.context(**kwargs)
         else:
-            source.query(name, filters, **kwargs)
+            source.query(q.QUERIES[name], filters, **kwargs)
         timings.append((time.perf_counter() - t, name))
     return sum(t for t, _ in timings), timings
 

@@ -13,11 +13,12 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from ledger.terms import TERMS
+
 from .analysis import quadratic_fit
 from .ui import plain, plural, usd
 
 __all__ = [
-    "TERM_COLUMNS",
     "call_sites",
     "cost_distribution",
     "cumulative_cost",
@@ -30,13 +31,6 @@ __all__ = [
     "turns_vs_cost",
 ]
 
-# The four price terms, always shown separately and always in these colours.
-TERM_COLUMNS = {
-    "usd_input": ("uncached input", "#4C78A8"),
-    "usd_output": ("output", "#F58518"),
-    "usd_cache_write": ("cache write", "#B279A2"),
-    "usd_cache_read": ("cache read", "#54A24B"),
-}
 _OPERATION_COLORS = {"invoke_agent": "#9D9DA6", "chat": "#4C78A8", "execute_tool": "#72B7B2"}
 
 
@@ -143,20 +137,20 @@ def cost_distribution(hist: pd.DataFrame, median: float | None, p95: float | Non
 
 
 def model_terms(df: pd.DataFrame) -> go.Figure:
-    """Horizontal stacked bars per model: the four price terms that make its spend."""
+    """Horizontal stacked bars per model: the price terms that make its spend, each in its own colour."""
     rows = df.sort_values("usd_total", ascending=True)
     labels = [
         plain(m) + (" (UNPRICED)" if n else "") for m, n in zip(rows["model"], rows["unpriced_calls"], strict=True)
     ]
     fig = go.Figure()
-    for column, (name, color) in TERM_COLUMNS.items():
+    for term in TERMS:
         fig.add_bar(
             y=labels,
-            x=rows[column],
-            name=name,
+            x=rows[term.usd_column],
+            name=term.label,
             orientation="h",
-            marker_color=color,
-            hovertemplate="%{y}<br>" + name + ": $%{x:.4f}<extra></extra>",
+            marker_color=term.colour,
+            hovertemplate="%{y}<br>" + term.label + ": $%{x:.4f}<extra></extra>",
         )
     fig.update_layout(barmode="stack")
     return _layout(

@@ -9,7 +9,8 @@ Two implementations, chosen once per session by ``source_spec``:
   closed after ``idle_close_s`` without a query, which hands the file back to a
   writer (``turnledger ingest``) between page renders.
 
-Either way a figure is ``ledger.queries.QUERIES[name](filters, **kwargs)``: this
+Either way a figure is a registered ``ledger.queries`` builder called with
+the filters and arguments (``source.query(q.long_tail, f, limit=5)``): this
 module holds no SQL. ``load`` / ``context`` are the cached entry points pages
 call; the cache key is every input (source, refresh generation, query name,
 filters, arguments) and entries live a few seconds, so data streaming in shows
@@ -19,12 +20,10 @@ up on the next refresh.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,7 +31,6 @@ import pandas as pd
 
 from ledger import queries as q
 from ledger import settings
-from ledger.errors import TurnledgerError
 
 __all__ = [
     "CACHE_TTL_S",
@@ -40,7 +38,6 @@ __all__ = [
     "ServerSource",
     "Source",
     "SourceSpec",
-    "filter_params",
     "make_source",
     "parse_app_args",
     "source_spec",
@@ -52,7 +49,9 @@ CACHE_TTL_S = 5
 class Source(Protocol):
     """What a page may ask for. ``filters`` is None for queries that take none (one run's rows)."""
 
-    def query(self, name: str, filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame: ...
+    def query(self, builder: Callable[..., q.Query], filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:
+        """Rows of a registered builder; any other function is an ``UnknownQuery``."""
+        ...
 
     def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None: ...
 
@@ -67,13 +66,6 @@ class SourceSpec:
 
     def describe(self) -> str:
         return f"server {self.location}" if self.kind == "server" else f"file {self.location} (read-only)"
-
-
-def _builder(name: str) -> Any:
-    try:
-        return q.QUERIES[name]
-    except KeyError:
-        raise TurnledgerError(f"unknown query {name!r}: choose one of {sorted(q.QUERIES)}") from None
 
 
 class _SharedConnection:
@@ -142,8 +134,8 @@ class FileSource:
         with _SHARED_LOCK:
             self._shared = _SHARED.setdefault(key, _SharedConnection(self.path, idle_close_s))
 
-    def query(self, name: str, filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:
-        builder = _builder(name)
+    def query(self, builder: Callable[..., q.Query], filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:
+        q.query_name(builder)  # only registered builders, as through the server
         built = builder(filters, **kwargs) if filters is not None else builder(**kwargs)
         with self._shared.cursor() as cur:
             return q.run(cur, built)
@@ -161,19 +153,6 @@ class FileSource:
                 self._shared.close_now()
 
 
-def filter_params(filters: q.Filters | None) -> dict[str, str]:
-    """Filters as the server API's query parameters (absent when unset; times as ISO 8601)."""
-    if filters is None:
-        return {}
-    out = {}
-    for f in dataclasses.fields(filters):
-        value = getattr(filters, f.name)
-        if value is None:
-            continue
-        out[f.name] = value.isoformat() if isinstance(value, datetime) else str(value)
-    return out
-
-
 class ServerSource:
     """Reads through ``turnledger serve``'s named-query API (Arrow IPC over HTTP)."""
 
@@ -186,9 +165,12 @@ class ServerSource:
             client = QueryClient(base_url, token)
         self.client = client
 
-    def query(self, name: str, filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:
-        _builder(name)  # fail here, with the list of names, rather than as an HTTP 404
-        params = {**filter_params(filters), **{k: v for k, v in kwargs.items() if v is not None}}
+    def query(self, builder: Callable[..., q.Query], filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:
+        name = q.query_name(builder)  # fail here, with the list of names, rather than as an HTTP 404
+        params = {
+            **(filters.to_params() if filters is not None else {}),
+            **{k: v for k, v in kwargs.items() if v is not None},
+        }
         return self.client.query(name, **params)
 
     def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""Cached loaders the pages call: ``load(name, filters, **kwargs)`` and ``context(...)``.
+"""Cached loaders the pages call: ``load(q.cost_per_run, filters, **kwargs)`` and ``context(...)``.
 
 Every input is a parameter of the cached function (source, refresh generation,
 query name, filters, arguments), so two sessions or two filter settings never
@@ -8,6 +8,7 @@ the next call misses the cache and reads fresh rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,7 +78,7 @@ def _load(
     where: SourceSpec, gen: int, name: str, filters: q.Filters | None, kwargs: tuple[tuple[str, Any], ...]
 ) -> pd.DataFrame:
     del gen  # part of the cache key only
-    return make_source(where).query(name, filters, **dict(kwargs))
+    return make_source(where).query(q.QUERIES[name], filters, **dict(kwargs))
 
 
 @st.cache_data(ttl=60, show_spinner=False, max_entries=256)
@@ -86,8 +87,9 @@ def _context(where: SourceSpec, gen: int, trace_id: str, span_id: str) -> dict[s
     return make_source(where).context(trace_id, span_id)
 
 
-def load(name: str, filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:
-    """Rows of the named ledger query (a copy: callers may modify it)."""
+def load(builder: Callable[..., q.Query], filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:
+    """Rows of a registered ledger query (a copy: callers may modify it)."""
+    name = q.query_name(builder)  # the cache key holds its name, cheaper to hash than its code
     where = spec()
     try:
         df = _load(where, generation(), name, filters, tuple(sorted(kwargs.items())))

@@ -134,7 +134,7 @@ def bucket_for(span: timedelta) -> str:
 # --- sidebar -----------------------------------------------------------------------------
 def _options(dimension: str) -> list[str]:
     try:
-        values = loaders.load("filter_values", dimension=dimension)["value"].tolist()
+        values = loaders.load(q.filter_values, dimension=dimension)["value"].tolist()
     except loaders.SourceError:
         values = []
     return [ALL, *[str(v) for v in values]]
@@ -228,10 +228,10 @@ def guarded(render: Any) -> None:
 
 def has_runs(filters: q.Filters) -> bool:
     """Show the right empty state when there is nothing to draw; True when there is."""
-    matching = first_row(loaders.load("time_bounds", filters))
+    matching = first_row(loaders.load(q.time_bounds, filters))
     if matching.get("runs"):
         return True
-    everything = first_row(loaders.load("time_bounds", q.NO_FILTERS))
+    everything = first_row(loaders.load(q.time_bounds, q.NO_FILTERS))
     if not everything.get("runs"):
         st.info("**The ledger has no runs yet.** " + OTLP_HINT, icon=":material/inbox:")
     else:

@@ -1,9 +1,11 @@
 """The named-query API: ``ledger.queries.QUERIES`` over HTTP, typed parameters, Arrow or JSON out.
 
 Never arbitrary SQL: a request names a registered builder, and its query-string
-parameters are converted to the builder's annotated types (``Filters`` fields
-for builders that take a ``Filters``, plus the builder's own keyword
-arguments). Anything else is a ``BadParameter`` naming the parameter.
+parameters are converted to the builder's annotated types: ``Filters`` fields
+(for builders that take a ``Filters``) through ``Filters.from_params``, the
+wire format the dashboard and the client write with ``Filters.to_params``;
+the builder's own keyword arguments through their annotations. Anything else
+is a ``BadParameter`` naming the parameter.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import math
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from functools import cache
 from typing import Any
@@ -23,8 +25,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ledger.errors import InputError, NotFound
-from ledger.queries import QUERIES, Filters, Query
+from ledger.errors import InputError
+from ledger.queries import QUERIES, Filters, Query, UnknownQuery, parse_time
 
 __all__ = [
     "ARROW_STREAM",
@@ -41,10 +43,6 @@ __all__ = [
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 RESERVED = frozenset({"format"})  # query-string keys of the API itself, not of a builder
-
-
-class UnknownQuery(NotFound, LookupError):
-    """No registered query has that name: 404."""
 
 
 class BadParameter(InputError, ValueError):
@@ -84,7 +82,9 @@ def parameters(name: str) -> tuple[Callable[..., Query], dict[str, Parameter], s
     try:
         builder = QUERIES[name]
     except KeyError:
-        raise UnknownQuery(f"no query named {name!r}; see GET /api/queries") from None
+        raise UnknownQuery(
+            f"no query named {name!r}; choose one of {', '.join(sorted(QUERIES))} (GET /api/queries describes them)"
+        ) from None
     hints = typing.get_type_hints(builder)
     params: dict[str, Parameter] = {}
     filters_arg: str | None = None
@@ -134,9 +134,7 @@ def _convert(param: Parameter, raw: str) -> Any:
                 raise ValueError("expected a finite number")
             return number
         if t is datetime:
-            when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00").replace(" ", "T", 1))
-            # The ledger stores naive UTC timestamps: aware times are converted to that.
-            return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
+            return parse_time(raw)
         if t is date:
             return date.fromisoformat(raw.strip())
         return raw
@@ -148,7 +146,7 @@ def build_query(name: str, args: Mapping[str, Sequence[str]]) -> Query:
     """The Query a request asks for. ``args`` is a parsed query string (``parse_qs`` shape)."""
     builder, params, filters_arg = parameters(name)
     kwargs: dict[str, Any] = {}
-    filters: dict[str, Any] = {}
+    filters: dict[str, str] = {}
     for key, values in args.items():
         if key in RESERVED:
             continue
@@ -161,12 +159,18 @@ def build_query(name: str, args: Mapping[str, Sequence[str]]) -> Query:
         raw = values[0]
         if raw == "" and not param.required:
             continue  # an empty optional parameter means "not set" (what HTML forms send)
-        (filters if param.is_filter else kwargs)[key] = _convert(param, raw)
+        if param.is_filter:
+            filters[key] = raw
+        else:
+            kwargs[key] = _convert(param, raw)
     missing = [p.name for p in params.values() if p.required and p.name not in kwargs]
     if missing:
         raise BadParameter(f"query {name!r} needs parameter(s): {', '.join(missing)}")
     if filters_arg is not None:
-        kwargs[filters_arg] = Filters(**filters)
+        try:
+            kwargs[filters_arg] = Filters.from_params(filters)
+        except InputError as exc:
+            raise BadParameter(str(exc)) from None
     try:
         return builder(**kwargs)
     except (ValueError, KeyError, TypeError) as exc:

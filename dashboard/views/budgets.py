@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import ui
 from dashboard.loaders import load
+from ledger import queries as q
 
 EMPTY = (
     "**No budgets yet.** Once budget rules exist, this page shows each one (scope: global, tenant, agent, model, "
@@ -24,8 +25,8 @@ EMPTY = (
 def render() -> None:
     st.title("Budgets & alerts")
     st.caption("Will we overspend? Current spend against each budget, and the alerts fired.")
-    budgets = load("budget_status")
-    alerts = load("alert_history", limit=200)
+    budgets = load(q.budget_status)
+    alerts = load(q.alert_history, limit=200)
     if budgets.empty:
         st.info(EMPTY, icon=":material/savings:")
     else:
@@ -77,7 +78,7 @@ def render() -> None:
         )
 
     f = ui.current_filters()
-    events = load("budget_events", f, limit=200)
+    events = load(q.budget_events, f, limit=200)
     st.subheader("Budget events recorded on runs", anchor=False)
     if events.empty:
         st.caption("No run has recorded a budget warning or stop (these come from the harness's per-run budgets).")

@@ -7,6 +7,7 @@ import streamlit as st
 from dashboard import charts, ui
 from dashboard.loaders import load
 from dashboard.ui import count, first_row, metric, pct, usd
+from ledger import queries as q
 
 
 def render() -> None:
@@ -18,9 +19,9 @@ def render() -> None:
     f = ui.current_filters()
     if not ui.has_runs(f):
         return
-    loops = first_row(load("loop_spend", f))
-    guards = first_row(load("guard_summary", f))
-    retry = first_row(load("charge_totals", f))
+    loops = first_row(load(q.loop_spend, f))
+    guards = first_row(load(q.guard_summary, f))
+    retry = first_row(load(q.charge_totals, f))
     c = st.columns(5)
     metric(c[0], "Loop-detector trips", count(guards.get("loop_trips")), "Nudges and halts by the loop detector.")
     metric(c[1], "Runs that looped", count(loops.get("runs_affected")), "Runs with at least one loop-detector trip.")
@@ -53,9 +54,9 @@ def render() -> None:
     )
 
     st.subheader("Loop-detector trips", anchor=False)
-    bounds = first_row(load("time_bounds", f))
+    bounds = first_row(load(q.time_bounds, f))
     bucket = ui.bucket_for(bounds["last_run"] - bounds["first_run"])
-    over_time = load("loop_trips_over_time", f, bucket=bucket)
+    over_time = load(q.loop_trips_over_time, f, bucket=bucket)
     if over_time.empty:
         st.info("No loop-detector trips in this selection: no run repeated a tool call often enough to be nudged.")
     else:
@@ -64,7 +65,7 @@ def render() -> None:
             f"Trips per {bucket} (UTC), one colour per loop shape and tool (repeat: the same call again; cycle: "
             "A→B→A→B; stall: no progress). Hover for the runs hit and what they spent."
         )
-        runs = load("loop_trip_runs", f, limit=100)
+        runs = load(q.loop_trip_runs, f, limit=100)
         runs["open"] = ui.run_links(runs["trace_id"])
         st.caption(
             "Runs that looped, per tool. 'inside the loop' counts the model calls between the repeated tool calls."
@@ -97,7 +98,7 @@ def render() -> None:
         )
 
     st.subheader("Retries by cause", anchor=False)
-    causes = load("retry_charges", f)
+    causes = load(q.retry_charges, f)
     if causes.empty:
         st.info("No retried model calls in this selection.")
     else:

@@ -8,6 +8,7 @@ from dashboard import charts, ui
 from dashboard.analysis import expense_reasons
 from dashboard.loaders import load
 from dashboard.ui import count, first_row, metric, pct, usd
+from ledger import queries as q
 
 TOP = 20
 TAIL_COLUMNS = ["open", "usd_total", "times_median", "why", "turns", "hit_rate", "retry_attempts", "loop_trips",
@@ -23,8 +24,8 @@ def render() -> None:
     f = ui.current_filters()
     if not ui.has_runs(f):
         return
-    typical = first_row(load("typical_run", f))
-    cost = first_row(load("cost_per_run", f))
+    typical = first_row(load(q.typical_run, f))
+    cost = first_row(load(q.cost_per_run, f))
     c = st.columns(5)
     metric(c[0], "Median cost per run", usd(cost["median_usd"]), "Half the runs cost less than this.")
     metric(c[1], "p95 cost per run", usd(cost["p95_usd"]), "95% of runs cost less than this.")
@@ -38,7 +39,7 @@ def render() -> None:
         f"({count(typical.get('runs_from_p95'))} of {count(typical.get('runs'))} runs).",
     )
 
-    tail = load("long_tail", f, limit=TOP)
+    tail = load(q.long_tail, f, limit=TOP)
     tail["why"] = ["; ".join(expense_reasons(row, typical)) for row in tail.to_dict("records")]
     tail["open"] = ui.run_links(tail["trace_id"])
     st.subheader(f"The {len(tail)} most expensive runs", anchor=False)
@@ -66,7 +67,7 @@ def render() -> None:
 
     left, right = st.columns(2)
     with left:
-        by_turns = load("cost_by_turns", f)
+        by_turns = load(q.cost_by_turns, f)
         st.plotly_chart(charts.turns_vs_cost(by_turns), key="turns_vs_cost")
         st.caption(
             "Each dot is every run with that many turns (size: how many runs); the y value is their median cost, "
@@ -78,10 +79,10 @@ def render() -> None:
         labels = {t: f"{t[:12]}… · {usd(v)} · {n} turns" for t, v, n in zip(tail["trace_id"], tail["usd_total"], tail["turns"], strict=True)}  # fmt: skip
         chosen = st.selectbox("Run", options, format_func=lambda t: labels.get(t, t), key="tail_run")
         if chosen:
-            turns = load("run_turns", trace_id=chosen)
+            turns = load(q.run_turns, trace_id=chosen)
             limits = [
                 (f"{'budget' if r['source'] == 'budget' else 'limit'} ({r['name']})", float(r["limit_usd"]))
-                for r in load("run_budget_limits", trace_id=chosen).to_dict("records")
+                for r in load(q.run_budget_limits, trace_id=chosen).to_dict("records")
             ]
             reference = not limits
             if reference and cost.get("p95_usd"):

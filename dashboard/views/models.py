@@ -8,6 +8,7 @@ import streamlit as st
 from dashboard import ui
 from dashboard.loaders import load
 from dashboard.pricebook import price_book_summary, unit_prices
+from ledger import queries as q
 
 UNPRICED_FIX = """# prices.toml: pass with --prices PATH or TURNLEDGER_PRICES=PATH (USD per million tokens)
 [[model]]
@@ -52,7 +53,7 @@ def render() -> None:
             "This is the price book of the dashboard's own process; the server priced charges with its own (see below)."
         )
 
-    unpriced = load("unpriced_models", f)
+    unpriced = load(q.unpriced_models, f)
     st.subheader("Unpriced models", anchor=False)
     if unpriced.empty:
         st.success("Every model call in this selection has a price.", icon=":material/check_circle:")
@@ -69,7 +70,7 @@ def render() -> None:
     st.caption(
         "Which source and version priced each model's charges, as stored on every charge row. Follows the sidebar filters."
     )
-    applied = load("price_sources", f)
+    applied = load(q.price_sources, f)
     if applied.empty:
         st.caption("No charges in this selection.")
     else:

@@ -7,7 +7,8 @@ import streamlit as st
 from dashboard import charts, ui
 from dashboard.loaders import load
 from dashboard.ui import count, first_row, metric, pct, plural, usd
-from ledger.queries import cache_verdict
+from ledger import queries as q
+from ledger.terms import TERMS, usd_columns
 
 HIST_BINS_PER_DECADE = 5
 VERDICT_COLOR = {"healthy": "green", "weak": "orange", "broken": "red"}
@@ -20,10 +21,10 @@ def render() -> None:
     if not ui.has_runs(f):
         return
 
-    cost = first_row(load("cost_per_run", f))
-    success = first_row(load("cost_per_successful_run", f))
-    totals = first_row(load("charge_totals", f))  # cache hit rate and retry figures in one pass
-    guards = first_row(load("guard_summary", f))
+    cost = first_row(load(q.cost_per_run, f))
+    success = first_row(load(q.cost_per_successful_run, f))
+    totals = first_row(load(q.charge_totals, f))  # cache hit rate and retry figures in one pass
+    guards = first_row(load(q.guard_summary, f))
 
     c = st.columns(5)
     metric(c[0], "Runs", count(cost["runs"]), "Runs (traces) that started in the selected range and match the filters.")
@@ -47,7 +48,7 @@ def render() -> None:
         "All spend, failed runs included, divided by the runs whose stop cause is `completed` "
         f"({count(success.get('successful_runs'))} of {count(success.get('runs'))}).",
     )
-    verdict = totals.get("verdict") or cache_verdict(totals.get("hit_rate"))
+    verdict = totals.get("verdict") or q.cache_verdict(totals.get("hit_rate"))
     metric(
         c[2],
         "Cache hit rate",
@@ -103,16 +104,16 @@ def render() -> None:
         c[3], "Mean cost per run", usd(cost.get("mean_usd")), "Shown for comparison only: the mean hides the long tail."
     )
 
-    bounds = first_row(load("time_bounds", f))
+    bounds = first_row(load(q.time_bounds, f))
     bucket = ui.bucket_for(bounds["last_run"] - bounds["first_run"])
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(charts.spend_over_time(load("spend_over_time", f, bucket=bucket), bucket), key="spend_time")
+        st.plotly_chart(charts.spend_over_time(load(q.spend_over_time, f, bucket=bucket), bucket), key="spend_time")
         st.caption(
             f"Each bar is one {bucket} of model-call spend (UTC); colours split it by model. Taller = more money."
         )
     with right:
-        hist = load("cost_histogram", f, bins_per_decade=HIST_BINS_PER_DECADE)
+        hist = load(q.cost_histogram, f, bins_per_decade=HIST_BINS_PER_DECADE)
         st.plotly_chart(
             charts.cost_distribution(hist, cost["median_usd"], cost["p95_usd"], HIST_BINS_PER_DECADE), key="cost_dist"
         )
@@ -124,45 +125,30 @@ def render() -> None:
         )
     left, right = st.columns(2)
     with left:
-        models = load("model_attribution", f)
+        models = load(q.model_attribution, f)
         st.plotly_chart(charts.model_terms(models), key="model_terms")
         st.caption(
             "Spend per model split into the four price terms. Much green (cache read) and little blue "
             "(uncached input) is what a working prompt cache looks like."
         )
     with right:
-        sites = load("call_site_attribution", f)
+        sites = load(q.call_site_attribution, f)
         st.plotly_chart(charts.call_sites(sites), key="call_sites")
         st.caption("Spend per call site: the code path that made the model call (agent loop, summarizer, router…).")
     left, right = st.columns(2)
     with left:
-        stops = load("stop_causes", f)
+        stops = load(q.stop_causes, f)
         st.plotly_chart(charts.stop_causes(stops), key="stop_causes")
         st.caption("How runs ended: green completed, red anything else (step cap, loop halt, budget stop, error).")
     with right:
         st.markdown("**Per model: calls, spend and the four price terms**")
         st.dataframe(
-            models[
-                [
-                    "model",
-                    "calls",
-                    "usd_total",
-                    "share",
-                    "usd_input",
-                    "usd_output",
-                    "usd_cache_write",
-                    "usd_cache_read",
-                    "unpriced_calls",
-                ]
-            ],
+            models[["model", "calls", "usd_total", "share", *usd_columns(), "unpriced_calls"]],
             hide_index=True,
             column_config={
                 "usd_total": st.column_config.NumberColumn("spend", format="$%.4f"),
                 "share": st.column_config.ProgressColumn("share", format="percent", min_value=0, max_value=1),
-                "usd_input": st.column_config.NumberColumn("uncached input", format="$%.4f"),
-                "usd_output": st.column_config.NumberColumn("output", format="$%.4f"),
-                "usd_cache_write": st.column_config.NumberColumn("cache write", format="$%.4f"),
-                "usd_cache_read": st.column_config.NumberColumn("cache read", format="$%.4f"),
+                **{t.usd_column: st.column_config.NumberColumn(t.label, format="$%.4f") for t in TERMS},
                 "unpriced_calls": st.column_config.NumberColumn("unpriced calls"),
             },
             key="models_table",

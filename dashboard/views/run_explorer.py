@@ -25,9 +25,11 @@ from dashboard.analysis import (
 from dashboard.loaders import context, load
 from dashboard.ui import ALL, count, first_row, metric, pct, usd
 from ledger import conventions as conv
+from ledger import queries as q
+from ledger.terms import TERMS, token_columns
 
-TURN_COLUMNS = ["turn", "model", "call_site", "attempts", "uncached_input_tokens", "cache_write_tokens",
-                "cache_read_tokens", "output_tokens", "hit_rate", "usd", "cumulative_usd", "cache", "cache note"]  # fmt: skip
+TURN_COLUMNS = ["turn", "model", "call_site", "attempts", *token_columns(), "hit_rate", "usd", "cumulative_usd",
+                "cache", "cache note"]  # fmt: skip
 EVENT_LABELS = {
     conv.EVENT_LOOP_TRIP: "loop trip",
     conv.EVENT_BUDGET_WARN: "budget warning",
@@ -50,7 +52,7 @@ def _find_run(f: Any) -> str | None:
     typed = c[0].text_input(
         "Trace id (or its first characters)", key="trace", bind="query-params", placeholder="e.g. c24a760f"
     )
-    causes = [ALL, *[str(v) for v in load("filter_values", dimension="stop_cause")["value"]]]
+    causes = [ALL, *[str(v) for v in load(q.filter_values, dimension="stop_cause")["value"]]]
     cause = c[1].selectbox("Stop cause", causes, key="find_cause")
     low = c[2].number_input("Min cost ($)", min_value=0.0, value=None, step=0.01, format="%.4f", key="find_min")
     high = c[3].number_input("Max cost ($)", min_value=0.0, value=None, step=0.01, format="%.4f", key="find_max")
@@ -59,7 +61,7 @@ def _find_run(f: Any) -> str | None:
         horizontal=True, key="find_order",
     )  # fmt: skip
     found = load(
-        "find_runs",
+        q.find_runs,
         f,
         trace_id=(typed or "").strip().lower() or None,
         stop_cause=None if cause == ALL else cause,
@@ -127,7 +129,7 @@ def _header(run: dict[str, Any]) -> None:
 
 
 def _guard_events(trace_id: str, tree: pd.DataFrame) -> None:
-    events = load("run_guard_events", trace_id=trace_id)
+    events = load(q.run_guard_events, trace_id=trace_id)
     st.subheader("Guard events", anchor=False)
     if events.empty:
         st.caption("No guard events: no loop trips, budget warnings, retries, offloads, denials or hand-offs.")
@@ -256,10 +258,7 @@ def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
         turns[TURN_COLUMNS],
         hide_index=True,
         column_config={
-            "uncached_input_tokens": st.column_config.NumberColumn("uncached in", format="%d"),
-            "cache_write_tokens": st.column_config.NumberColumn("cache write", format="%d"),
-            "cache_read_tokens": st.column_config.NumberColumn("cache read", format="%d"),
-            "output_tokens": st.column_config.NumberColumn("output", format="%d"),
+            **{t.tokens_column: st.column_config.NumberColumn(t.label, format="%d") for t in TERMS},
             "hit_rate": st.column_config.NumberColumn("hit rate", format="percent"),
             "usd": st.column_config.NumberColumn("cost", format="$%.4f"),
             "cumulative_usd": st.column_config.NumberColumn("so far", format="$%.4f"),
@@ -384,16 +383,16 @@ def render() -> None:
     trace_id = _find_run(f)
     if not trace_id:
         return
-    run = first_row(load("run_header", trace_id=trace_id))
+    run = first_row(load(q.run_header, trace_id=trace_id))
     if not run:
         st.info("That run is not in the ledger (anymore). Pick another one above.")
         return
     st.divider()
     _header(run)
-    tree = load("run_trace_tree", trace_id=trace_id)
+    tree = load(q.run_trace_tree, trace_id=trace_id)
     _guard_events(trace_id, tree)
     _trace_tree(tree)
-    turns = load("run_turns", trace_id=trace_id)
+    turns = load(q.run_turns, trace_id=trace_id)
     if turns.empty:
         st.info("This run made no model calls.")
         return

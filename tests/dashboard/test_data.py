@@ -11,7 +11,7 @@ import pytest
 
 from collector.cli import dashboard as dashboard_command
 from dashboard import launch as cli
-from dashboard.data import FileSource, ServerSource, filter_params, parse_app_args, source_spec
+from dashboard.data import FileSource, ServerSource, parse_app_args, source_spec
 from ledger import queries as q
 from ledger.errors import TurnledgerError
 
@@ -21,11 +21,11 @@ from .conftest import FIVE_TURN
 def test_file_source_returns_the_ledgers_rows(sample_db, rows):
     source = FileSource(sample_db)
     f = q.Filters(tenant="acme")
-    pd.testing.assert_frame_equal(source.query("cost_per_run", f), rows(sample_db, q.cost_per_run(f)))
+    pd.testing.assert_frame_equal(source.query(q.cost_per_run, f), rows(sample_db, q.cost_per_run(f)))
     pd.testing.assert_frame_equal(
-        source.query("run_turns", trace_id=FIVE_TURN), rows(sample_db, q.run_turns(FIVE_TURN))
+        source.query(q.run_turns, trace_id=FIVE_TURN), rows(sample_db, q.run_turns(FIVE_TURN))
     )
-    payload = source.context(FIVE_TURN, source.query("run_turns", trace_id=FIVE_TURN)["span_id"].iloc[0])
+    payload = source.context(FIVE_TURN, source.query(q.run_turns, trace_id=FIVE_TURN)["span_id"].iloc[0])
     assert payload is not None and payload["model"] == "claude-opus-5" and len(payload["messages"]) == 1
 
 
@@ -39,19 +39,29 @@ def test_file_source_hands_the_file_back_to_a_writer_when_idle(sample_db, tmp_pa
     copy = tmp_path / "copy.duckdb"
     shutil.copy(sample_db, copy)
     source = FileSource(copy, idle_close_s=0.2)
-    source.query("cost_per_run", q.NO_FILTERS)
+    source.query(q.cost_per_run, q.NO_FILTERS)
     time.sleep(0.6)
     open_ledger(copy).close()
-    source.query("cost_per_run", q.NO_FILTERS)
+    source.query(q.cost_per_run, q.NO_FILTERS)
     source.close()  # or at once, on request
     open_ledger(copy).close()
 
 
 def test_unknown_query_and_missing_file_are_clear_errors(tmp_path):
     with pytest.raises(TurnledgerError, match="unknown query 'DROP TABLE runs'"):
-        FileSource(tmp_path / "x.duckdb").query("DROP TABLE runs")
+        FileSource(tmp_path / "x.duckdb").query(_unregistered("DROP TABLE runs"))
     with pytest.raises(TurnledgerError, match="no ledger at"):
-        FileSource(tmp_path / "missing.duckdb").query("cost_per_run", q.NO_FILTERS)
+        FileSource(tmp_path / "missing.duckdb").query(q.cost_per_run, q.NO_FILTERS)
+
+
+def _unregistered(name: str):  # type: ignore[no-untyped-def]
+    """A builder-shaped function that was never registered with ``@query``."""
+
+    def builder(f=None):  # type: ignore[no-untyped-def]
+        return q.Query(name)
+
+    builder.__name__ = name
+    return builder
 
 
 class FakeClient:
@@ -72,9 +82,9 @@ def test_server_source_sends_filters_and_builder_arguments_as_query_parameters()
     client = FakeClient()
     source = ServerSource("http://127.0.0.1:4318", client=client)
     f = q.Filters(since=datetime(2026, 9, 21, 14), tenant="acme", model="claude-opus-5")
-    source.query("long_tail", f, limit=20)
-    source.query("run_turns", None, trace_id="abc")
-    source.query("find_runs", q.NO_FILTERS, trace_id=None, order="cost")
+    source.query(q.long_tail, f, limit=20)
+    source.query(q.run_turns, None, trace_id="abc")
+    source.query(q.find_runs, q.NO_FILTERS, trace_id=None, order="cost")
     assert client.calls == [
         ("long_tail", {"since": "2026-09-21T14:00:00", "tenant": "acme", "model": "claude-opus-5", "limit": 20}),
         ("run_turns", {"trace_id": "abc"}),
@@ -82,12 +92,12 @@ def test_server_source_sends_filters_and_builder_arguments_as_query_parameters()
     ]
     assert source.context("t", "s") == {"trace": "t", "span": "s"}
     with pytest.raises(TurnledgerError):
-        source.query("not_a_query")
+        source.query(_unregistered("not_a_query"))
 
 
 def test_filter_params_are_absent_when_unset():
-    assert filter_params(None) == {} and filter_params(q.NO_FILTERS) == {}
-    assert filter_params(q.Filters(agent_version="1.4.0")) == {"agent_version": "1.4.0"}
+    assert q.NO_FILTERS.to_params() == {}
+    assert q.Filters(agent_version="1.4.0").to_params() == {"agent_version": "1.4.0"}
 
 
 def test_source_choice_server_first_then_file(monkeypatch, tmp_path):
@@ -134,14 +144,14 @@ def test_server_source_through_a_real_collector_equals_the_file(sample_db, tmp_p
     try:
         source = ServerSource(server.url, "s3cret")
         f = q.Filters(tenant="acme")
-        for name, kwargs in [
-            ("cost_per_run", {}), ("long_tail", {"limit": 5}), ("find_runs", {"order": "cost", "min_usd": 0.01}),
-            ("loop_trip_runs", {}), ("cost_histogram", {"bins_per_decade": 5}),
+        for builder, kwargs in [
+            (q.cost_per_run, {}), (q.long_tail, {"limit": 5}), (q.find_runs, {"order": "cost", "min_usd": 0.01}),
+            (q.loop_trip_runs, {}), (q.cost_histogram, {"bins_per_decade": 5}),
         ]:  # fmt: skip
-            got = source.query(name, f, **kwargs)
-            want = rows(sample_db, q.QUERIES[name](f, **kwargs))
+            got = source.query(builder, f, **kwargs)
+            want = rows(sample_db, builder(f, **kwargs))
             pd.testing.assert_frame_equal(got, want, check_dtype=False)
-        turns = source.query("run_turns", trace_id=FIVE_TURN)
+        turns = source.query(q.run_turns, trace_id=FIVE_TURN)
         assert turns["usd"].round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]
         assert source.context(FIVE_TURN, turns["span_id"].iloc[-1])["model"] == "claude-opus-5"  # type: ignore[index]
         assert source.context(FIVE_TURN, "0" * 16) is None

@@ -1,0 +1,98 @@
+"""Budgets and alerts as recorded: budget events on runs, rules with their current spend, alerts fired."""
+
+from __future__ import annotations
+
+from ledger import conventions as c
+from ledger.terms import usd_sum
+
+from .core import NO_FILTERS, Filters, Query, filtered, query
+
+__all__ = ["alert_history", "budget_events", "budget_status", "run_budget_limits"]
+
+_BUDGET_EVENTS = f"('{c.EVENT_BUDGET_WARN}', '{c.EVENT_BUDGET_STOP}')"
+
+
+@query
+def budget_events(f: Filters = NO_FILTERS, limit: int = 200) -> Query:
+    """Budget warn/stop events the harness recorded on runs (before any budget rule exists)."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT g.time, g.trace_id, fr.agent_name, fr.tenant, replace(g.name, 'turnledger.budget.', '') AS level,
+       json_extract_string(g.attributes, '$.kind') AS kind,
+       TRY_CAST(json_extract_string(g.attributes, '$.spent_usd') AS DOUBLE) AS spent_usd,
+       TRY_CAST(json_extract_string(g.attributes, '$.limit_usd') AS DOUBLE) AS limit_usd,
+       TRY_CAST(json_extract_string(g.attributes, '$.fraction') AS DOUBLE) AS fraction,
+       fr.usd_total AS run_usd, coalesce(fr.stop_cause, 'in progress') AS stop_cause
+FROM guard_events g JOIN fr USING (trace_id) WHERE g.name IN {_BUDGET_EVENTS}
+ORDER BY g.time DESC, g.trace_id LIMIT ?""",
+        [*p, int(limit)],
+    )
+
+
+@query
+def budget_status() -> Query:
+    """Each budget rule with the spend in its current window (spend budgets) and its latest alert.
+
+    Windows are evaluated at query time in UTC: ``day``/``month`` from the start
+    of the calendar period, ``rolling_*`` back from now. Per-run budgets and
+    non-spend metrics have no single current value here; their latest alert is.
+    """
+    return Query(
+        f"""WITH b AS (
+    SELECT *, CASE time_window
+        WHEN 'rolling_hour' THEN (now() AT TIME ZONE 'UTC') - INTERVAL 1 HOUR
+        WHEN 'rolling_day' THEN (now() AT TIME ZONE 'UTC') - INTERVAL 1 DAY
+        WHEN 'day' THEN date_trunc('day', now() AT TIME ZONE 'UTC')
+        WHEN 'month' THEN date_trunc('month', now() AT TIME ZONE 'UTC') END AS window_start
+    FROM budgets
+),
+latest AS (
+    SELECT budget_id, arg_max(level, fired_at) AS last_level, max(fired_at) AS last_alert_at,
+           arg_max(value, fired_at) AS last_alert_value, count(*) AS alerts
+    FROM alerts GROUP BY budget_id
+)
+SELECT b.id, b.name, b.scope_kind, b.scope_value, b.time_window, b.metric, b.limit_value AS limit_usd,
+       b.soft_fraction, b.window_start,
+       CASE WHEN b.metric = 'spend' AND b.window_start IS NOT NULL THEN (
+           SELECT coalesce(sum({usd_sum("ch")}), 0) FROM charges ch LEFT JOIN runs r USING (trace_id)
+           WHERE ch.start_time >= b.window_start
+             AND (b.scope_kind = 'global' OR (b.scope_kind = 'tenant' AND ch.tenant = b.scope_value)
+                  OR (b.scope_kind = 'agent' AND r.agent_name = b.scope_value)
+                  OR (b.scope_kind = 'model' AND ch.model = b.scope_value)
+                  OR (b.scope_kind = 'call_site' AND ch.call_site = b.scope_value))) END AS current_usd,
+       latest.last_level, latest.last_alert_at, latest.last_alert_value, coalesce(latest.alerts, 0) AS alerts
+FROM b LEFT JOIN latest ON latest.budget_id = b.id ORDER BY b.name, b.id""",
+    )
+
+
+@query
+def alert_history(limit: int = 200) -> Query:
+    """Alerts fired, newest first, with their budget and how delivery went."""
+    return Query(
+        """SELECT a.fired_at, a.level, b.name AS budget, b.scope_kind, b.scope_value, b.time_window,
+       a.value, b.limit_value AS limit_usd, a.window_start, a.figures,
+       (SELECT count(*) FROM alert_deliveries d WHERE d.alert_id = a.id) AS delivery_attempts,
+       (SELECT arg_max(d.status, d.attempted_at) FROM alert_deliveries d WHERE d.alert_id = a.id) AS last_delivery
+FROM alerts a LEFT JOIN budgets b ON b.id = a.budget_id ORDER BY a.fired_at DESC, a.id LIMIT ?""",
+        [int(limit)],
+    )
+
+
+@query
+def run_budget_limits(trace_id: str) -> Query:
+    """USD limits that applied to one run: from its budget events, and per-run spend budgets in scope."""
+    return Query(
+        f"""SELECT 'event' AS source, replace(g.name, 'turnledger.', '') AS name,
+       TRY_CAST(json_extract_string(g.attributes, '$.limit_usd') AS DOUBLE) AS limit_usd,
+       TRY_CAST(json_extract_string(g.attributes, '$.fraction') AS DOUBLE) AS fraction
+FROM guard_events g
+WHERE g.trace_id = ? AND g.name IN {_BUDGET_EVENTS} AND json_extract_string(g.attributes, '$.limit_usd') IS NOT NULL
+UNION ALL
+SELECT 'budget' AS source, b.name, b.limit_value::DOUBLE AS limit_usd, b.soft_fraction AS fraction
+FROM budgets b JOIN runs r ON r.trace_id = ?
+WHERE b.time_window = 'run' AND b.metric = 'spend' AND b.limit_value IS NOT NULL
+  AND (b.scope_kind IN ('global', 'run') OR (b.scope_kind = 'tenant' AND b.scope_value = r.tenant)
+       OR (b.scope_kind = 'agent' AND b.scope_value = r.agent_name))""",
+        [trace_id, trace_id],
+    )

@@ -1,0 +1,244 @@
+"""What every named query shares: ``Query``, ``Filters`` (and its wire format), the registry.
+
+A builder is a pure function returning SQL + bound parameters; it never
+touches a connection. ``run`` executes one and returns a DataFrame (USD as
+float, for display), ``records`` returns exact rows (USD as Decimal, for
+reports). Values are always bound; the only identifiers that vary are chosen
+from fixed allow-lists in this package.
+
+``@query`` registers a builder once, under its function name. Callers hold the
+function itself (``load(q.cost_per_run, f)``); the name is what travels over
+HTTP, and ``QUERIES`` maps it back for the server's named-query API.
+
+Definitions used throughout:
+* cost of a run = sum of its charges' USD terms (every attempt included);
+* percentiles are nearest-rank (``quantile_disc``): each is a real run's cost;
+* cache hit rate = cache_read / (uncached_input + cache_write + cache_read);
+* a successful run is one whose stop cause is ``completed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+import duckdb
+import pandas as pd
+
+from ledger.errors import InputError, NotFound, TurnledgerError
+from ledger.terms import usd_sum
+
+__all__ = [
+    "BUCKETS",
+    "CACHE_HEALTHY",
+    "CACHE_WEAK",
+    "HIT_RATE",
+    "INPUT_TOKENS",
+    "NO_FILTERS",
+    "QUERIES",
+    "ROW_HIT_RATE",
+    "Filters",
+    "Query",
+    "UnknownQuery",
+    "cache_verdict",
+    "choose",
+    "filtered",
+    "parse_time",
+    "query",
+    "query_name",
+    "records",
+    "run",
+    "sums",
+    "verdict_sql",
+]
+
+CACHE_HEALTHY = 0.7  # hit rate above this: healthy (seed ex. 7)
+CACHE_WEAK = 0.1  # above this: weak; otherwise broken
+
+# Input tokens of a charge or run, whatever the cache did with them.
+INPUT_TOKENS = "uncached_input_tokens + cache_write_tokens + cache_read_tokens"
+HIT_RATE = f"sum(cache_read_tokens)::DOUBLE / nullif(sum({INPUT_TOKENS}), 0)"  # over grouped rows
+ROW_HIT_RATE = f"cache_read_tokens::DOUBLE / nullif({INPUT_TOKENS}, 0)"  # of one row
+BUCKETS = frozenset({"minute", "hour", "day", "week", "month"})
+
+
+@dataclass(frozen=True)
+class Query:
+    sql: str
+    params: list[Any] = field(default_factory=list)
+
+
+class UnknownQuery(NotFound, LookupError):
+    """No registered query has that name, or the function given is not a registered query."""
+
+
+def parse_time(raw: str) -> datetime:
+    """An ISO 8601 time as the ledger stores it: naive UTC (an offset, or ``Z``, is converted)."""
+    when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00").replace(" ", "T", 1))
+    return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Narrows every query to runs started in [since, until) and matching the rest.
+
+    Times are naive UTC, as the ledger stores them: an aware bound is converted
+    on construction, so a filter means the same instant however it arrived
+    (sidebar, CLI or query string) and survives the wire unchanged.
+    """
+
+    since: datetime | None = None
+    until: datetime | None = None
+    tenant: str | None = None
+    agent: str | None = None
+    model: str | None = None
+    agent_version: str | None = None
+    prompt_version: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in _TIME_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value.tzinfo is not None:
+                object.__setattr__(self, name, value.astimezone(UTC).replace(tzinfo=None))
+
+    def to_params(self) -> dict[str, str]:
+        """The set fields as query-string values (times in ISO 8601); unset fields are absent."""
+        out: dict[str, str] = {}
+        for name in _FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.isoformat() if name in _TIME_FIELDS else str(value)
+        return out
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> Filters:
+        """The inverse of ``to_params``. An unknown key or a bad time is an ``InputError`` naming it."""
+        values: dict[str, Any] = {}
+        for name, raw in params.items():
+            if name not in _FIELDS:
+                raise InputError(f"unknown filter {name!r}: choose one of {list(_FIELDS)}")
+            if name in _TIME_FIELDS:
+                try:
+                    values[name] = parse_time(raw)
+                except ValueError as exc:
+                    raise InputError(f"parameter {name}={raw!r}: not a valid datetime ({exc})") from None
+            else:
+                values[name] = raw
+        return cls(**values)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(Filters))
+_TIME_FIELDS = frozenset({"since", "until"})
+NO_FILTERS = Filters()
+
+
+# --- the registry ----------------------------------------------------------------------------
+_REGISTRY: dict[str, Callable[..., Query]] = {}
+# name -> builder, read-only: builders take Filters and/or plain typed keyword
+# arguments, never SQL, so exposing them over HTTP is safe.
+QUERIES: Mapping[str, Callable[..., Query]] = MappingProxyType(_REGISTRY)
+
+Builder = TypeVar("Builder", bound=Callable[..., Query])
+
+
+def query(builder: Builder) -> Builder:
+    """Register ``builder`` under its function name; a name registered twice is an error."""
+    name = builder.__name__
+    if name in _REGISTRY:
+        raise TurnledgerError(
+            f"query {name!r} is registered twice ({_REGISTRY[name].__module__} and {builder.__module__})"
+        )
+    _REGISTRY[name] = builder
+    return builder
+
+
+def query_name(builder: Callable[..., Query]) -> str:
+    """The name ``builder`` is registered under; any other function is an ``UnknownQuery``."""
+    name = getattr(builder, "__name__", repr(builder))
+    if _REGISTRY.get(name) is not builder:
+        raise UnknownQuery(f"unknown query {name!r}: not a registered ledger query; choose one of {sorted(_REGISTRY)}")
+    return name
+
+
+def run(con: duckdb.DuckDBPyConnection, query: Query) -> pd.DataFrame:
+    """Execute for display: a DataFrame, USD as float."""
+    return con.execute(query.sql, query.params).df()
+
+
+def records(con: duckdb.DuckDBPyConnection, query: Query) -> list[dict[str, Any]]:
+    """Execute for reports: a list of dicts with exact Decimal USD."""
+    cur = con.execute(query.sql, query.params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+# --- pieces of SQL the builders share ----------------------------------------------------------
+def cache_verdict(rate: float | None) -> str:
+    if rate is None:
+        return "no data"
+    return "healthy" if rate > CACHE_HEALTHY else "weak" if rate > CACHE_WEAK else "broken"
+
+
+def verdict_sql(hit_rate: str) -> str:
+    """``cache_verdict`` in SQL, over a hit-rate expression."""
+    return (
+        f"CASE WHEN {hit_rate} IS NULL THEN 'no data' WHEN {hit_rate} > {CACHE_HEALTHY} THEN 'healthy'\n"
+        f"            WHEN {hit_rate} > {CACHE_WEAK} THEN 'weak' ELSE 'broken' END"
+    )
+
+
+def sums(columns: Iterable[str]) -> str:
+    """``sum(x) AS x`` for each column, comma-separated (per-term figures keep their column names)."""
+    return ", ".join(f"sum({c}) AS {c}" for c in columns)
+
+
+def choose(name: str, value: str, allowed: Collection[str]) -> None:
+    """Refuse a value outside an allow-list (it is about to become an identifier or a keyword)."""
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r}: choose one of {sorted(allowed)}")
+
+
+def _runs_where(f: Filters) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
+    for column, value in (
+        ("tenant", f.tenant),
+        ("agent_name", f.agent),
+        ("agent_version", f.agent_version),
+        ("prompt_version", f.prompt_version),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if f.since is not None:
+        clauses.append("started_at >= ?")
+        params.append(f.since)
+    if f.until is not None:
+        clauses.append("started_at < ?")
+        params.append(f.until)
+    if f.model is not None:
+        clauses.append("EXISTS (SELECT 1 FROM charges m WHERE m.trace_id = runs.trace_id AND m.model = ?)")
+        params.append(f.model)
+    return " AND ".join(clauses), params
+
+
+def filtered(f: Filters) -> tuple[str, list[Any]]:
+    """CTEs ``fr`` (filtered runs) and ``fc`` (their charges, model-filtered too, with ``usd``)."""
+    where, params = _runs_where(f)
+    model_clause = ""
+    if f.model is not None:
+        model_clause = "WHERE c.model = ?"
+        params = [*params, f.model]
+    # Every charge belongs to a run row, so without run-level filters the join
+    # to the filtered runs only costs time (about 40% of a charge query).
+    run_filtered = any(v is not None for v in (f.since, f.until, f.tenant, f.agent, f.agent_version, f.prompt_version))
+    join = "SEMI JOIN fr USING (trace_id)" if run_filtered else ""
+    sql = (
+        f"WITH fr AS (SELECT * FROM runs WHERE {where}),\n"
+        f"fc AS (SELECT c.*, {usd_sum('c')} AS usd FROM charges c {join} {model_clause})\n"
+    )
+    return sql, params

@@ -1,0 +1,180 @@
+"""Where the money goes: cost per run, per model and call site, per price term, over time, on retries."""
+
+from __future__ import annotations
+
+from ledger.terms import TERMS, usd_columns
+
+from .core import (
+    BUCKETS,
+    HIT_RATE,
+    INPUT_TOKENS,
+    NO_FILTERS,
+    Filters,
+    Query,
+    choose,
+    filtered,
+    query,
+    sums,
+    verdict_sql,
+)
+
+__all__ = [
+    "cache_hit_rate",
+    "call_site_attribution",
+    "charge_totals",
+    "cost_per_run",
+    "cost_per_successful_run",
+    "model_attribution",
+    "retry_charges",
+    "spend_over_time",
+    "unpriced_models",
+    "where_the_money_went",
+]
+
+
+@query
+def cost_per_run(f: Filters = NO_FILTERS) -> Query:
+    w, p = filtered(f)
+    return Query(
+        w
+        + """SELECT count(*) AS runs, coalesce(sum(usd_total), 0) AS total_usd,
+       quantile_disc(usd_total, 0.5) AS median_usd, quantile_disc(usd_total, 0.95) AS p95_usd,
+       quantile_disc(usd_total, 0.99) AS p99_usd, max(usd_total) AS max_usd, avg(usd_total) AS mean_usd
+FROM fr""",
+        p,
+    )
+
+
+@query
+def cost_per_successful_run(f: Filters = NO_FILTERS) -> Query:
+    """All spend (failed runs included) divided by the runs that completed."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + """SELECT count(*) FILTER (WHERE stop_cause = 'completed') AS successful_runs, count(*) AS runs,
+       coalesce(sum(usd_total), 0) AS total_usd,
+       sum(usd_total) / nullif(count(*) FILTER (WHERE stop_cause = 'completed'), 0) AS usd_per_successful_run,
+       quantile_disc(usd_total, 0.5) FILTER (WHERE stop_cause = 'completed') AS median_successful_usd
+FROM fr""",
+        p,
+    )
+
+
+_HIT_GROUPS = {"overall": None, "model": "model", "run": "trace_id", "tenant": "tenant", "call_site": "call_site"}
+
+
+@query
+def cache_hit_rate(f: Filters = NO_FILTERS, by: str = "overall") -> Query:
+    """Hit rate overall or per model / run / tenant / call site (see ``run_turns`` for per turn)."""
+    choose("by", by, _HIT_GROUPS)
+    w, p = filtered(f)
+    group = _HIT_GROUPS[by]
+    select = f"{group} AS {by}, " if group else ""
+    tail = f" GROUP BY {group} ORDER BY hit_rate NULLS LAST" if group else ""
+    return Query(
+        w
+        + f"""SELECT {select}{HIT_RATE} AS hit_rate, sum(cache_read_tokens) AS cache_read_tokens,
+       sum(cache_write_tokens) AS cache_write_tokens, sum(uncached_input_tokens) AS uncached_input_tokens,
+       {verdict_sql(HIT_RATE)} AS verdict
+FROM fc{tail}""",
+        p,
+    )
+
+
+def _term_shares() -> str:
+    # Each term's column is named after its token column: share_uncached_input, share_output, ...
+    return ",\n       ".join(
+        f"sum({t.usd_column}) / nullif(sum(usd), 0) AS share_{t.tokens_column.removesuffix('_tokens')}" for t in TERMS
+    )
+
+
+@query
+def where_the_money_went(f: Filters = NO_FILTERS) -> Query:
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT coalesce(sum(usd), 0) AS total_usd,
+       {_term_shares()},
+       {HIT_RATE} AS cache_hit_rate
+FROM fc""",
+        p,
+    )
+
+
+def _attribution(f: Filters, column: str) -> Query:
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT {column}, count(*) AS calls, {sums(usd_columns())}, sum(usd) AS usd_total,
+       sum(usd) / nullif(sum(sum(usd)) OVER (), 0) AS share, count(*) FILTER (WHERE unpriced) AS unpriced_calls
+FROM fc GROUP BY {column} ORDER BY usd_total DESC, {column}""",
+        p,
+    )
+
+
+@query
+def model_attribution(f: Filters = NO_FILTERS) -> Query:
+    """Per model: calls and the USD of each price term, with the share of total spend."""
+    return _attribution(f, "model")
+
+
+@query
+def call_site_attribution(f: Filters = NO_FILTERS) -> Query:
+    """Per call-site label (the agent loop, a summarizer inside a tool, a router...)."""
+    return _attribution(f, "call_site")
+
+
+@query
+def retry_charges(f: Filters = NO_FILTERS) -> Query:
+    """Attempts after the first, by retry cause, with their USD and share of all spend."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + """SELECT coalesce(nullif(retry_cause, ''), 'unknown') AS cause, count(*) AS attempts, sum(usd) AS usd,
+       sum(usd) / nullif((SELECT sum(usd) FROM fc), 0) AS share_of_spend, count(DISTINCT trace_id) AS runs
+FROM fc WHERE attempt > 1 GROUP BY 1 ORDER BY usd DESC""",
+        p,
+    )
+
+
+@query
+def charge_totals(f: Filters = NO_FILTERS) -> Query:
+    """One pass over the charges for the headline figures: cache hit rate (and verdict), retry
+    attempts with their USD and share of all spend, unpriced calls."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT coalesce(sum(usd), 0) AS total_usd, {HIT_RATE} AS hit_rate,
+       {verdict_sql(HIT_RATE)} AS verdict,
+       count(*) FILTER (WHERE attempt > 1) AS retry_attempts,
+       coalesce(sum(usd) FILTER (WHERE attempt > 1), 0) AS retry_usd,
+       coalesce(sum(usd) FILTER (WHERE attempt > 1), 0) / nullif(sum(usd), 0) AS retry_share_of_spend,
+       -- distinct over the few retried rows only: a FILTERed DISTINCT aggregate hashes every row
+       (SELECT count(DISTINCT trace_id) FROM fc WHERE attempt > 1) AS runs_with_retries,
+       count(*) FILTER (WHERE unpriced) AS unpriced_calls
+FROM fc""",
+        p,
+    )
+
+
+@query
+def unpriced_models(f: Filters = NO_FILTERS) -> Query:
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT provider, model, count(*) AS calls, count(DISTINCT trace_id) AS runs,
+       sum({INPUT_TOKENS}) AS input_tokens, sum(output_tokens) AS output_tokens
+FROM fc WHERE unpriced GROUP BY provider, model ORDER BY calls DESC""",
+        p,
+    )
+
+
+@query
+def spend_over_time(f: Filters = NO_FILTERS, bucket: str = "day") -> Query:
+    choose("bucket", bucket, BUCKETS)
+    w, p = filtered(f)
+    return Query(
+        w + f"SELECT date_trunc('{bucket}', start_time) AS bucket, model, sum(usd) AS usd, count(*) AS calls "
+        "FROM fc GROUP BY 1, 2 ORDER BY 1, 2",
+        p,
+    )
