@@ -1,51 +1,33 @@
 """``turnledger``: the one command-line entry point.
 
-Each subcommand is a pair of functions in the module named for it (``add_*``
-builds its parser, ``cmd_*`` runs it); ``COMMANDS`` lists them all. Command
-modules import only the standard library and light ``ledger`` modules at the
-top, and their heavy dependencies (DuckDB, pandas, the receiver) inside
-``cmd_*``, so ``turnledger --help`` starts at once. Errors from turnledger
-itself print one actionable line and exit 2; nothing prints a traceback for a
-user mistake.
+``collector.cli.commands`` lists the subcommands. This package imports it when
+``main`` or ``parser`` runs, not when it is imported: the console script
+(``from collector.cli import main``) is the ``__main__`` that every process
+multiprocessing spawns re-runs (the receiver's decoder workers), and a worker
+must not load every command's parser and what it imports. Errors from
+turnledger itself print one actionable line and exit 2; nothing prints a
+traceback for a user mistake.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ledger.errors import TurnledgerError
 
-from . import budget, dashboard, ingest, report, serve, simulate
+if TYPE_CHECKING:
+    import argparse
 
-__all__ = ["COMMANDS", "main", "parser"]
-
-Command = tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]
-
-COMMANDS: dict[str, Command] = {
-    "up": ("start the collector and the dashboard together", serve.add_up, serve.cmd_up),
-    "serve": (
-        "run the OTLP/HTTP collector and query API (the single writer of the ledger)",
-        serve.add_serve,
-        serve.cmd_serve,
-    ),
-    "dashboard": ("open the Streamlit dashboard", dashboard.add_dashboard, dashboard.cmd_dashboard),
-    "ingest": ("load OTLP trace files into the ledger", ingest.add_ingest, ingest.cmd_ingest),
-    "report": ("cost, cache, guard and long-tail figures", report.add_report, report.cmd_report),
-    "context": ("print the exact request payload of a run's turn", report.add_context, report.cmd_context),
-    "simulate": (
-        "drive the harness with scripted models over a realistic workload",
-        simulate.add_simulate,
-        simulate.cmd_simulate,
-    ),
-    "samples": ("regenerate sample_traces/ from the seed scenarios", simulate.add_samples, simulate.cmd_samples),
-    "budget": ("add, list, show and remove budget rules", budget.add_budget, budget.cmd_budget),
-    "alerts": ("list alert events and their deliveries", budget.add_alerts, budget.cmd_alerts),
-}
+__all__ = ["main", "parser"]
 
 
 def parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from .commands import COMMANDS
+
     p = argparse.ArgumentParser(
         prog="turnledger",
         description="Observability and cost governance for LLM agents: OpenTelemetry spans in, a DuckDB cost ledger out.",
