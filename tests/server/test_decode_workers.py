@@ -30,7 +30,14 @@ pool.close()
 print(json.dumps({"spans": batch.received, "modules": modules}))
 """
 
-NEVER_IN_A_WORKER = ("collector.cli.commands", "collector.cli.budget", "ledger.budgets", "pandas", "streamlit", "plotly")
+NEVER_IN_A_WORKER = (
+    "collector.cli.commands",
+    "collector.cli.budget",
+    "ledger.budgets",
+    "pandas",
+    "streamlit",
+    "plotly",
+)
 
 
 def test_a_decoder_worker_loads_no_cli_commands_budgets_pandas_or_dashboard(tmp_path):
