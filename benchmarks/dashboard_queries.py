@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -78,11 +79,60 @@ def _insert(con: Any, table: str, data: pa.Table, casts: dict[str, str] | None =
     con.unregister("_gen")
 
 
-def generate(path: Path, runs: int, seed: int = 7) -> None:
-    """Write a synthetic ledger of ``runs`` runs to ``path``."""
-    rng = np.random.default_rng(seed)
-    t_start = time.perf_counter()
-    # --- per run ------------------------------------------------------------------------
+@dataclass
+class _Runs:
+    """Per run: how long, which model/tenant/agent, cache health, looping, stop cause, ids."""
+
+    n: int
+    turns: np.ndarray
+    model_idx: np.ndarray
+    tenant_idx: np.ndarray
+    agent_idx: np.ndarray
+    healthy_cache: np.ndarray
+    looping: np.ndarray
+    stop: np.ndarray
+    start: np.ndarray
+    trace_ids: list[str]
+    tr: np.ndarray  # trace ids as an object array, for fancy indexing
+    roots: np.ndarray
+    sys_tokens: np.ndarray
+    per_turn: np.ndarray
+
+    @property
+    def tenants(self) -> np.ndarray:
+        return np.array(TENANTS, dtype=object)[self.tenant_idx]
+
+
+@dataclass
+class _Attempts:
+    """Per model-call attempt (one per turn, plus a retried attempt on 2% of calls)."""
+
+    n: int
+    run: np.ndarray
+    number: np.ndarray  # 1-based attempt number
+    failed: np.ndarray  # the 429 that was retried
+    start: np.ndarray
+    end: np.ndarray
+    span: np.ndarray
+    model_names: np.ndarray
+    cause: np.ndarray
+
+
+@dataclass
+class _Tools:
+    """Per tool call: one after every turn but the last."""
+
+    n: int
+    run: np.ndarray
+    turn: np.ndarray
+    start: np.ndarray
+    span: np.ndarray
+    names: np.ndarray
+    looping: np.ndarray  # the last three tools of a looping run repeat
+    attributes: list[str]
+
+
+def _plan_runs(rng: np.random.Generator, runs: int) -> _Runs:
     turns = np.clip(np.round(rng.lognormal(np.log(8), 0.75, runs)), 1, STEP_CAP).astype(np.int64)
     model_idx = rng.choice(len(MODELS), runs, p=[m[4] for m in MODELS])
     tenant_idx = rng.integers(0, len(TENANTS), runs)
@@ -96,13 +146,17 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     start = T0_NS + np.sort(rng.integers(0, 30 * DAY_NS, runs))
     trace_ids = _hex_ids(rng, runs, 16)
     root_ids = _hex_ids(rng, runs, 8)
-    sys_tokens = rng.integers(1_500, 6_000, runs)
-    per_turn = rng.integers(300, 1_500, runs)
+    return _Runs(
+        runs, turns, model_idx, tenant_idx, agent_idx, healthy_cache, looping, stop, start, trace_ids,
+        np.array(trace_ids, dtype=object), np.array(root_ids, dtype=object),
+        sys_tokens=rng.integers(1_500, 6_000, runs), per_turn=rng.integers(300, 1_500, runs),
+    )  # fmt: skip
 
-    # --- per model call (one per turn, plus a retried attempt on 2% of calls) ------------
-    run_of_call = np.repeat(np.arange(runs), turns)
+
+def _charges(rng: np.random.Generator, r: _Runs) -> tuple[pa.Table, _Attempts]:
+    run_of_call = np.repeat(np.arange(r.n), r.turns)
     n_calls = len(run_of_call)
-    turn_no = np.arange(n_calls) - np.repeat(np.cumsum(turns) - turns, turns)  # 0-based
+    turn_no = np.arange(n_calls) - np.repeat(np.cumsum(r.turns) - r.turns, r.turns)  # 0-based
     retried = rng.random(n_calls) < 0.02
     attempts = retried.astype(np.int64) + 1
     call_of_attempt = np.repeat(np.arange(n_calls), attempts)
@@ -110,9 +164,9 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     n_att = len(call_of_attempt)
     run_of_att = run_of_call[call_of_attempt]
     turn_of_att = turn_no[call_of_attempt]
-    total_in = sys_tokens[run_of_att] + turn_of_att * per_turn[run_of_att]
-    prev_in = np.where(turn_of_att > 0, sys_tokens[run_of_att] + (turn_of_att - 1) * per_turn[run_of_att], 0)
-    healthy = healthy_cache[run_of_att]
+    total_in = r.sys_tokens[run_of_att] + turn_of_att * r.per_turn[run_of_att]
+    prev_in = np.where(turn_of_att > 0, r.sys_tokens[run_of_att] + (turn_of_att - 1) * r.per_turn[run_of_att], 0)
+    healthy = r.healthy_cache[run_of_att]
     read = np.where(healthy & (turn_of_att > 0), prev_in, 0)
     write = np.where(healthy, total_in - read - 20, 0)
     uncached = total_in - read - write
@@ -120,25 +174,21 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     failed = retried[call_of_attempt] & (attempt_no == 1)  # the 429 that was retried
     for arr in (read, write, uncached, out):
         arr[failed] = 0
-    m = model_idx[run_of_att]
+    m = r.model_idx[run_of_att]
     p_in = np.array([x[2] for x in MODELS])[m] / 1e6
     p_out = np.array([x[3] for x in MODELS])[m] / 1e6
     # Each call takes ~1.2 s and a tool ~0.2 s: call k of a run starts 1.5 s after call k-1.
-    att_start = start[run_of_att] + (turn_of_att * 1_500 + (attempt_no - 1) * 700 + 1) * 1_000_000
-    att_end = att_start + 1_200 * 1_000_000
-    att_span = _hex_ids(rng, n_att, 8)
+    att_start = r.start[run_of_att] + (turn_of_att * 1_500 + (attempt_no - 1) * 700 + 1) * 1_000_000
+    att_span = np.array(_hex_ids(rng, n_att, 8), dtype=object)
     call_ids = np.array(_hex_ids(rng, n_calls, 8), dtype=object)[call_of_attempt]
-    tr = np.array(trace_ids, dtype=object)
-    roots = np.array(root_ids, dtype=object)
     model_names = np.array([x[0] for x in MODELS], dtype=object)[m]
     providers = np.array([x[1] for x in MODELS], dtype=object)[m]
-    tenants = np.array(TENANTS, dtype=object)[tenant_idx]
     cause = np.where(attempt_no > 1, np.where(rng.random(n_att) < 0.7, "429", "529"), "")
     charges = pa.table(
         {
-            "trace_id": tr[run_of_att], "span_id": att_span, "parent_span_id": roots[run_of_att],
+            "trace_id": r.tr[run_of_att], "span_id": att_span, "parent_span_id": r.roots[run_of_att],
             "call_id": call_ids, "start_time": _ts(att_start), "latency_ms": np.full(n_att, 1_200.0),
-            "tenant": tenants[run_of_att], "call_site": np.where(turn_of_att % 7 == 6, "summarizer", "agent").astype(object),
+            "tenant": r.tenants[run_of_att], "call_site": np.where(turn_of_att % 7 == 6, "summarizer", "agent").astype(object),
             "provider": providers, "model": model_names, "attempt": attempt_no.astype(np.int32),
             "retry_cause": cause.astype(object), "status_code": np.where(failed, "ERROR", "UNSET").astype(object),
             "error_type": np.where(failed, "429", None), "finish_reason": np.where(failed, None, "tool_use"),
@@ -151,79 +201,89 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
             "token_convention": np.full(n_att, "includes_cache", dtype=object),
         }
     )  # fmt: skip
+    att_end = att_start + 1_200 * 1_000_000
+    return charges, _Attempts(n_att, run_of_att, attempt_no, failed, att_start, att_end, att_span, model_names, cause)
 
-    # --- tool calls: one after every turn but the last ----------------------------------
-    tool_runs = np.repeat(np.arange(runs), turns - 1)
+
+def _tool_calls(rng: np.random.Generator, r: _Runs) -> _Tools:
+    tool_runs = np.repeat(np.arange(r.n), r.turns - 1)
     n_tools = len(tool_runs)
-    tool_turn = np.arange(n_tools) - np.repeat(np.cumsum(turns - 1) - (turns - 1), turns - 1)
-    tool_start = start[tool_runs] + (tool_turn * 1_500 + 1_250) * 1_000_000
+    tool_turn = np.arange(n_tools) - np.repeat(np.cumsum(r.turns - 1) - (r.turns - 1), r.turns - 1)
+    tool_start = r.start[tool_runs] + (tool_turn * 1_500 + 1_250) * 1_000_000
     tool_idx = rng.integers(0, len(TOOL_NAMES), n_tools)
-    loop_tool = looping[tool_runs] & (tool_turn >= turns[tool_runs] - 4)  # the last three tools repeat
+    loop_tool = r.looping[tool_runs] & (tool_turn >= r.turns[tool_runs] - 4)  # the last three tools repeat
     tool_idx[loop_tool] = 0
     soft = (rng.random(n_tools) < 0.08) | loop_tool
-    tool_span = _hex_ids(rng, n_tools, 8)
+    tool_span = np.array(_hex_ids(rng, n_tools, 8), dtype=object)
     names = np.array(TOOL_NAMES, dtype=object)[tool_idx]
     args = np.where(loop_tool, '{"q": "same thing again"}', "{}")
-    tool_attrs = [
+    attributes = [
         json.dumps({c.OPERATION_NAME: "execute_tool", c.TOOL_NAME: n, "gen_ai.tool.call.arguments": a,
                     "gen_ai.tool.call.result": "No results." if s else "ok", c.TOOL_SOFT_FAILURE: bool(s)})
         for n, a, s in zip(names, args, soft, strict=True)
     ]  # fmt: skip
+    return _Tools(n_tools, tool_runs, tool_turn, tool_start, tool_span, names, loop_tool, attributes)
 
-    # --- guard events: two loop trips per looping run, a retry event per retried call ------
-    loop_spans = np.flatnonzero(loop_tool & (tool_turn >= turns[tool_runs] - 3))
-    ev_trace = tr[tool_runs[loop_spans]]
-    ev_span = np.array(tool_span, dtype=object)[loop_spans]
-    ev_time = tool_start[loop_spans] + 200 * 1_000_000
+
+def _guard_events(r: _Runs, a: _Attempts, t: _Tools) -> pa.Table:
+    """Two loop trips per looping run, a retry event per retried call."""
+    loop_spans = np.flatnonzero(t.looping & (t.turn >= r.turns[t.run] - 3))
+    ev_trace = r.tr[t.run[loop_spans]]
+    ev_time = t.start[loop_spans] + 200 * 1_000_000
     first_of_pair = np.r_[True, ev_trace[1:] != ev_trace[:-1]]
-    retry_att = np.flatnonzero(attempt_no > 1)
-    guard = pa.table(
+    retry_att = np.flatnonzero(a.number > 1)
+    loops, retries = len(loop_spans), len(retry_att)
+    return pa.table(
         {
-            "trace_id": np.r_[ev_trace, tr[run_of_att[retry_att]]].astype(object),
-            "span_id": np.r_[ev_span, np.array(att_span, dtype=object)[retry_att]].astype(object),
-            "seq": np.zeros(len(loop_spans) + len(retry_att), dtype=np.int32),
-            "name": np.r_[np.full(len(loop_spans), c.EVENT_LOOP_TRIP, dtype=object), np.full(len(retry_att), c.EVENT_RETRY, dtype=object)],
-            "time": _ts(np.r_[ev_time, att_start[retry_att]]),
-            "shape": np.r_[np.full(len(loop_spans), "repeat", dtype=object), np.full(len(retry_att), None)],
-            "action": np.r_[np.where(first_of_pair, "nudge", "halt").astype(object), np.full(len(retry_att), None)],
-            "tool": np.r_[np.full(len(loop_spans), TOOL_NAMES[0], dtype=object), np.full(len(retry_att), None)],
-            "cause": np.r_[np.full(len(loop_spans), None), cause[retry_att].astype(object)],
-            "attributes": np.r_[np.full(len(loop_spans), '{"shape": "repeat"}', dtype=object), np.full(len(retry_att), '{"wait_s": 2.0}', dtype=object)],
+            "trace_id": np.r_[ev_trace, r.tr[a.run[retry_att]]].astype(object),
+            "span_id": np.r_[t.span[loop_spans], a.span[retry_att]].astype(object),
+            "seq": np.zeros(loops + retries, dtype=np.int32),
+            "name": np.r_[np.full(loops, c.EVENT_LOOP_TRIP, dtype=object), np.full(retries, c.EVENT_RETRY, dtype=object)],
+            "time": _ts(np.r_[ev_time, a.start[retry_att]]),
+            "shape": np.r_[np.full(loops, "repeat", dtype=object), np.full(retries, None)],
+            "action": np.r_[np.where(first_of_pair, "nudge", "halt").astype(object), np.full(retries, None)],
+            "tool": np.r_[np.full(loops, TOOL_NAMES[0], dtype=object), np.full(retries, None)],
+            "cause": np.r_[np.full(loops, None), a.cause[retry_att].astype(object)],
+            "attributes": np.r_[np.full(loops, '{"shape": "repeat"}', dtype=object), np.full(retries, '{"wait_s": 2.0}', dtype=object)],
         }
     )  # fmt: skip
 
-    # --- spans: roots, model-call attempts, tools ----------------------------------------
-    run_end = start + (turns * 1_500 + 100) * 1_000_000
+
+def _spans(r: _Runs, a: _Attempts, t: _Tools) -> pa.Table:
+    """Roots, model-call attempts, tools."""
+    run_end = r.start + (r.turns * 1_500 + 100) * 1_000_000
     root_attrs = [
-        json.dumps({c.OPERATION_NAME: "invoke_agent", c.AGENT_NAME: AGENTS[a], c.AGENT_VERSION: "2.1.0",
-                    c.PROMPT_VERSION: f"v{a + 3}", c.TENANT: TENANTS[t], c.STOP_CAUSE: s})
-        for a, t, s in zip(agent_idx, tenant_idx, stop, strict=True)
+        json.dumps({c.OPERATION_NAME: "invoke_agent", c.AGENT_NAME: AGENTS[ai], c.AGENT_VERSION: "2.1.0",
+                    c.PROMPT_VERSION: f"v{ai + 3}", c.TENANT: TENANTS[ti], c.STOP_CAUSE: s})
+        for ai, ti, s in zip(r.agent_idx, r.tenant_idx, r.stop, strict=True)
     ]  # fmt: skip
-    chat_attrs = [json.dumps({c.OPERATION_NAME: "chat", c.REQUEST_MODEL: mn}) for mn in model_names]
-    err_root = np.isin(stop, ["max_steps", "budget_exceeded", "error"])
-    spans = pa.table(
+    chat_attrs = [json.dumps({c.OPERATION_NAME: "chat", c.REQUEST_MODEL: mn}) for mn in a.model_names]
+    err_root = np.isin(r.stop, ["max_steps", "budget_exceeded", "error"])
+    tenants, total = r.tenants, r.n + a.n + t.n
+    return pa.table(
         {
-            "trace_id": np.r_[tr, tr[run_of_att], tr[tool_runs]].astype(object),
-            "span_id": np.r_[roots, np.array(att_span, dtype=object), np.array(tool_span, dtype=object)].astype(object),
-            "parent_span_id": np.r_[np.full(runs, "", dtype=object), roots[run_of_att], roots[tool_runs]].astype(object),
-            "name": np.r_[np.array([f"invoke_agent {AGENTS[a]}" for a in agent_idx], dtype=object), "chat " + model_names, "execute_tool " + names],
-            "kind": np.r_[np.full(runs, "INTERNAL", dtype=object), np.full(n_att, "CLIENT", dtype=object), np.full(n_tools, "INTERNAL", dtype=object)],
-            "operation": np.r_[np.full(runs, "invoke_agent", dtype=object), np.full(n_att, "chat", dtype=object), np.full(n_tools, "execute_tool", dtype=object)],
-            "tenant": np.r_[tenants, tenants[run_of_att], tenants[tool_runs]].astype(object),
-            "start_time": _ts(np.r_[start, att_start, tool_start]),
-            "end_time": _ts(np.r_[run_end, att_end, tool_start + 200 * 1_000_000]),
-            "status_code": np.r_[np.where(err_root, "ERROR", "UNSET").astype(object), np.where(failed, "ERROR", "UNSET").astype(object), np.full(n_tools, "UNSET", dtype=object)],
-            "status_message": np.full(runs + n_att + n_tools, "", dtype=object),
-            "attributes": np.r_[np.array(root_attrs, dtype=object), np.array(chat_attrs, dtype=object), np.array(tool_attrs, dtype=object)],
-            "resource": np.full(runs + n_att + n_tools, '{"service.name": "bench-agent"}', dtype=object),
-            "events": np.full(runs + n_att + n_tools, "[]", dtype=object),
-            "scope_name": np.full(runs + n_att + n_tools, "turnledger.harness", dtype=object),
-            "scope_version": np.full(runs + n_att + n_tools, "0.1.0", dtype=object),
-            "ingested_at": pa.array(np.full(runs + n_att + n_tools, np.datetime64("2026-11-30T00:00:00", "us"))),
+            "trace_id": np.r_[r.tr, r.tr[a.run], r.tr[t.run]].astype(object),
+            "span_id": np.r_[r.roots, a.span, t.span].astype(object),
+            "parent_span_id": np.r_[np.full(r.n, "", dtype=object), r.roots[a.run], r.roots[t.run]].astype(object),
+            "name": np.r_[np.array([f"invoke_agent {AGENTS[ai]}" for ai in r.agent_idx], dtype=object), "chat " + a.model_names, "execute_tool " + t.names],
+            "kind": np.r_[np.full(r.n, "INTERNAL", dtype=object), np.full(a.n, "CLIENT", dtype=object), np.full(t.n, "INTERNAL", dtype=object)],
+            "operation": np.r_[np.full(r.n, "invoke_agent", dtype=object), np.full(a.n, "chat", dtype=object), np.full(t.n, "execute_tool", dtype=object)],
+            "tenant": np.r_[tenants, tenants[a.run], tenants[t.run]].astype(object),
+            "start_time": _ts(np.r_[r.start, a.start, t.start]),
+            "end_time": _ts(np.r_[run_end, a.end, t.start + 200 * 1_000_000]),
+            "status_code": np.r_[np.where(err_root, "ERROR", "UNSET").astype(object), np.where(a.failed, "ERROR", "UNSET").astype(object), np.full(t.n, "UNSET", dtype=object)],
+            "status_message": np.full(total, "", dtype=object),
+            "attributes": np.r_[np.array(root_attrs, dtype=object), np.array(chat_attrs, dtype=object), np.array(t.attributes, dtype=object)],
+            "resource": np.full(total, '{"service.name": "bench-agent"}', dtype=object),
+            "events": np.full(total, "[]", dtype=object),
+            "scope_name": np.full(total, "turnledger.harness", dtype=object),
+            "scope_version": np.full(total, "0.1.0", dtype=object),
+            "ingested_at": pa.array(np.full(total, np.datetime64("2026-11-30T00:00:00", "us"))),
         }
     )  # fmt: skip
-    t_built = time.perf_counter()
 
+
+def _write(path: Path, spans: pa.Table, charges: pa.Table, guard: pa.Table, trace_ids: list[str]) -> None:
     tmp = path.with_suffix(".partial")
     for p in (tmp, Path(f"{tmp}.wal")):
         p.unlink(missing_ok=True)
@@ -241,9 +301,23 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     con.execute("CHECKPOINT")
     con.close()
     tmp.rename(path)
+
+
+def generate(path: Path, runs: int, seed: int = 7) -> None:
+    """Write a synthetic ledger of ``runs`` runs to ``path``."""
+    rng = np.random.default_rng(seed)
+    t_start = time.perf_counter()
+    # The draws happen in this order (runs, then attempts, then tools): a seed gives one ledger.
+    r = _plan_runs(rng, runs)
+    charges, attempts = _charges(rng, r)
+    tools = _tool_calls(rng, r)
+    guard = _guard_events(r, attempts, tools)
+    spans = _spans(r, attempts, tools)
+    t_built = time.perf_counter()
+    _write(path, spans, charges, guard, r.trace_ids)
     t_done = time.perf_counter()
-    n_spans = runs + n_att + n_tools
-    print(f"generated {runs:,} runs, {n_spans:,} spans, {n_att:,} charges in {t_built - t_start:.1f} s, "
+    n_spans = runs + attempts.n + tools.n
+    print(f"generated {runs:,} runs, {n_spans:,} spans, {attempts.n:,} charges in {t_built - t_start:.1f} s, "
           f"written in {t_done - t_built:.1f} s -> {path} ({path.stat().st_size / 1e6:.0f} MB)")  # fmt: skip
 
 

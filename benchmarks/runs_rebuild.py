@@ -6,8 +6,8 @@ traces' rows costs time in proportion to the ledger; bounding the read by the
 earliest start among the touched runs and the new spans lets DuckDB skip older
 row groups by their min/max, so the cost follows the recent data.
 
-The ledger grows in chunks of realistic agent spans (``ingest_throughput``'s
-workload), each chunk two hours after the previous one, as a live ledger does.
+The ledger grows in chunks of realistic agent spans (``agent_workload``), each
+chunk two hours after the previous one, as a live ledger does.
 After each chunk: the rebuild of the runs touched by its last 2,000 spans,
 both ways, best of 3, rolled back.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ledger.ingest as li
-from benchmarks.ingest_throughput import workload
+from benchmarks.agent_workload import workload
 from ledger.store import open_ledger
 
 HOUR_NS = 3600 * 10**9

@@ -28,13 +28,13 @@ from .dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, stop_process
 from .ingest import expand_paths
 
 if TYPE_CHECKING:
-    from collector.receiver.app import CollectorServer, ServerConfig
+    from collector.receiver.server import CollectorServer, ServerConfig
     from ledger.budgets.governor import Governor
 
 __all__ = ["add_serve", "add_up", "build_server", "cmd_serve", "cmd_up", "load_samples_if_empty", "wait_for_stop"]
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
-# One per core, and no more than 4: each is a Python process of ~150 MB, and past a
+# One per core, and no more than 4: each is a Python process of ~115 MB idle, and past a
 # few the single DuckDB writer is the limit anyway. The writer shares a core: on 2
 # cores, 2 workers ingest ~20% more than 1, and 3 less than 2 (ingest_throughput.py).
 DEFAULT_DECODE_WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -94,7 +94,7 @@ def add_up(p: argparse.ArgumentParser) -> None:
 
 
 def _config(a: argparse.Namespace) -> ServerConfig:
-    from collector.receiver.app import ServerConfig
+    from collector.receiver.server import ServerConfig
     from ledger.pricing import PriceBook
 
     if a.max_body_mb <= 0 or a.queue_spans <= 0:
@@ -136,7 +136,7 @@ def build_server(
     evaluates each committed batch and whose sweeper (every ``sweep_interval`` s; 0: off)
     catches window rollovers. The server owns the governor: ``stop()`` closes the
     writer, then the governor, then the ledger."""
-    from collector.receiver.app import CollectorServer
+    from collector.receiver.server import CollectorServer
     from ledger.budgets.governor import Governor
 
     return CollectorServer(config, governor=governor or Governor(), sweep_interval=sweep_interval)

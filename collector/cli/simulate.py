@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -92,6 +90,9 @@ class Progress:
 
 def _check_endpoint(traces_url: str) -> None:
     """Fail before running anything when no collector answers (the exporter would only log)."""
+    import urllib.error
+    import urllib.request
+
     base = traces_url.rsplit("/v1/traces", 1)[0]
     try:
         with urllib.request.urlopen(f"{base}/healthz", timeout=3) as response:
@@ -103,16 +104,32 @@ def _check_endpoint(traces_url: str) -> None:
     raise TurnledgerError(f"collector at {base} is not healthy")
 
 
+def _exporter(a: argparse.Namespace) -> tuple[Any, Any, str, int]:
+    """Where the spans go: (exporter, the ledger connection or None, target, export batch size)."""
+    from collector.harness.telemetry import LedgerSpanExporter, otlp_exporter, traces_endpoint
+
+    endpoint = a.endpoint or (server_url() if a.db is None else None)
+    if endpoint:
+        try:
+            url = traces_endpoint(endpoint)
+        except ValueError as exc:
+            raise TurnledgerError(str(exc)) from None
+        _check_endpoint(url)
+        return otlp_exporter(url), None, url, 512  # one request stays well under the server's body limit
+    from ledger.store import open_ledger
+
+    path = a.db or db_path()
+    con = open_ledger(path)  # fails now, clearly, if a server holds the file
+    # The observer redacted (or, with --capture full, was told not to): every
+    # producer here is ours, so ingest need not redact the payloads again.
+    exporter = LedgerSpanExporter(con=con, redact_content=False)
+    return exporter, con, str(path), 4_096  # bigger transactions: ingest cost is per batch as much as per span
+
+
 def cmd_simulate(a: argparse.Namespace) -> int:
     # Imported here so `turnledger --help` stays fast.
     from collector.demo.simulate import simulate
-    from collector.harness.telemetry import (
-        LedgerSpanExporter,
-        OTelObserver,
-        build_resource,
-        otlp_exporter,
-        traces_endpoint,
-    )
+    from collector.harness.telemetry import OTelObserver, build_resource
     from collector.harness.telemetry.setup import tracer_provider
 
     if a.runs < 0:
@@ -120,27 +137,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     if a.workers < 1:
         raise TurnledgerError(f"--workers must be 1 or more, got {a.workers!r}")
     capture = a.capture or capture_mode()
-    endpoint = a.endpoint or (server_url() if a.db is None else None)
-    con: Any = None
-    if endpoint:
-        try:
-            url = traces_endpoint(endpoint)
-        except ValueError as exc:
-            raise TurnledgerError(str(exc)) from None
-        _check_endpoint(url)
-        exporter: Any = otlp_exporter(url)
-        target = url
-        batch_size = 512  # one request stays well under the server's body limit
-    else:
-        path = a.db or db_path()
-        from ledger.store import open_ledger
-
-        con = open_ledger(path)  # fails now, clearly, if a server holds the file
-        # The observer redacted (or, with --capture full, was told not to): every
-        # producer here is ours, so ingest need not redact the payloads again.
-        exporter = LedgerSpanExporter(con=con, redact_content=False)
-        target = str(path)
-        batch_size = 4_096  # bigger transactions: ingest cost is per batch as much as per span
+    exporter, con, target, batch_size = _exporter(a)
     provider = tracer_provider(
         [exporter],
         resource=build_resource("turnledger-simulate", environment="simulation"),
@@ -167,15 +164,21 @@ def cmd_simulate(a: argparse.Namespace) -> int:
             con.execute("CHECKPOINT")
             con.close()
     elapsed = time.perf_counter() - started
-    s = summary
+    print(
+        f"simulated {summary.runs} runs in {elapsed:.1f} s: {summary.runs / max(elapsed, 1e-9):,.0f} runs/s end to "
+        f"end ({summary.runs_per_s:,.0f} runs/s in the harness), seed {a.seed}, {a.workers} worker(s), capture {capture}"
+    )
+    _print_summary(summary, exporter, target)
+    return 0
+
+
+def _print_summary(s: Any, exporter: Any, target: str) -> None:
+    from collector.harness.telemetry import LedgerSpanExporter
+
     causes = ", ".join(f"{k} {v}" for k, v in s.stop_causes.most_common())
     models = ", ".join(f"{k} {v}" for k, v in s.models.most_common())
     sites = ", ".join(f"{k} {v}" for k, v in s.call_sites.most_common())
     tenants = ", ".join(f"{k} {v}" for k, v in s.tenants.most_common())
-    print(
-        f"simulated {s.runs} runs in {elapsed:.1f} s: {s.runs / max(elapsed, 1e-9):,.0f} runs/s end to end "
-        f"({s.runs_per_s:,.0f} runs/s in the harness), seed {a.seed}, {a.workers} worker(s), capture {capture}"
-    )
     print(f"  model calls {s.model_calls} ({s.retry_attempts} retry attempts), tool calls {s.tool_calls}")
     print(f"  stop causes: {causes}")
     print(f"  models: {models}")
@@ -190,7 +193,6 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         print(f"next: turnledger report --db {target}")
     else:
         print(f"  sent to {target}")
-    return 0
 
 
 def add_samples(p: argparse.ArgumentParser) -> None:

@@ -25,36 +25,30 @@ ids (and the wall-clock anchor) are new each time.
 
 from __future__ import annotations
 
-import hashlib
 import random
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from functools import wraps
 from typing import Any
 
 from collector.demo.scenarios import SCENARIOS, build
 from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
-from collector.harness import AgentConfig, AgentResult, Observer, Runtime, Tool, accounted, run_agent
-from collector.harness.llm import LLM, CompleteBySending, LLMResponse, ProviderError
+from collector.demo.simulated_time import TimedLLM, VirtualClock, fraction, timed_tool
+from collector.harness import AgentConfig, AgentResult, Observer, Tool, accounted, run_agent
+from collector.harness.llm import LLMResponse, ProviderError
 
 __all__ = [
     "MODELS",
     "TENANTS",
     "RunPlan",
     "SimulationSummary",
-    "TimedLLM",
-    "VirtualClock",
     "execute",
     "plan_run",
     "research_tools",
     "simulate",
-    "timed_tool",
 ]
 
 OPUS, SONNET, HAIKU = "claude-opus-5", "claude-sonnet-5", "claude-haiku-4-5"
@@ -96,120 +90,8 @@ OUTPUT_SPEED = {OPUS: 0.020, SONNET: 0.012, HAIKU: 0.005}
 STORMS = ((0.18, 0.03), (0.52, 0.04), (0.81, 0.025))  # (start, length) as fractions of the run sequence
 
 
-# --- simulated time ---------------------------------------------------------------------
-class VirtualClock:
-    """Simulated time for one run, deterministic even with parallel tool calls.
-
-    The thread that creates the clock owns the run's timeline. Work on other
-    threads (each tool job runs in its own copy of the caller's context) forks
-    a branch from the timeline at the moment it starts and advances only that
-    branch; the run's next tick comes after the furthest branch, as it would
-    after waiting for all of them. So each branch's times depend only on its
-    own work, never on how the threads happened to interleave.
-    """
-
-    def __init__(self, start_ns: int, tick_ns: int = 1_000) -> None:
-        self._owner = threading.get_ident()
-        self._now = start_ns
-        self._horizon = start_ns
-        self._branch: ContextVar[int | None] = ContextVar(f"virtual_clock_{id(self)}", default=None)
-        self._lock = threading.Lock()
-        self.tick_ns = tick_ns
-
-    def _advance(self, ns: int) -> int:
-        with self._lock:
-            if threading.get_ident() == self._owner:
-                self._now = max(self._now, self._horizon) + ns
-                return self._now
-            t = self._branch.get()
-            t = (self._now if t is None else t) + ns
-            self._branch.set(t)
-            self._horizon = max(self._horizon, t)
-            return t
-
-    def clock_ns(self) -> int:
-        """Now, a tick later than the last reading on this timeline (spans never have zero length)."""
-        return self._advance(self.tick_ns)
-
-    def sleep(self, seconds: float) -> None:
-        self._advance(max(0, int(seconds * 1e9)))
-
-    def runtime(self, seed: int) -> Runtime:
-        """A harness runtime on this clock: seeded jitter and ids, sleeps that take no real time."""
-        ids = random.Random(seed ^ 0x1D5)
-        return Runtime(
-            sleep=self.sleep,
-            clock_ns=self.clock_ns,
-            rng=random.Random(seed),
-            new_id=lambda: f"{ids.getrandbits(128):032x}",
-        )
-
-
-class TimedLLM(CompleteBySending):
-    """An :class:`LLM` whose calls take simulated time on a :class:`VirtualClock`:
-    a fixed overhead, plus time per output token (by model) and per input token."""
-
-    def __init__(
-        self,
-        llm: LLM,
-        clock: VirtualClock,
-        *,
-        base_s: float = 0.35,
-        per_output_token_s: float | None = None,
-        per_input_token_s: float = 0.000_02,
-    ) -> None:
-        self.llm = llm
-        self.model = llm.model
-        self.clock = clock
-        self.base_s = base_s
-        self.per_output_token_s = (
-            OUTPUT_SPEED.get(llm.model, 0.012) if per_output_token_s is None else per_output_token_s
-        )
-        self.per_input_token_s = per_input_token_s
-
-    def build_request(
-        self,
-        system: str,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]],
-        max_tokens: int,
-        **kw: Any,
-    ) -> dict[str, Any]:
-        return self.llm.build_request(system, messages, tools, max_tokens, **kw)
-
-    def send(self, request: Mapping[str, Any]) -> LLMResponse:
-        try:
-            response = self.llm.send(request)
-        except Exception:
-            self.clock.sleep(0.08)  # an error comes back fast
-            raise
-        u = response.usage
-        fresh_input = u.input_tokens + u.cache_creation_input_tokens
-        self.clock.sleep(
-            self.base_s
-            + u.output_tokens * self.per_output_token_s
-            + (fresh_input + u.cache_read_input_tokens / 10) * self.per_input_token_s
-        )
-        return response
-
-
-def _fraction(*parts: object) -> float:
-    """A number in [0, 1) fixed by ``parts`` (the same call always takes the same time)."""
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2**64
-
-
-def timed_tool(tool: Tool, clock: VirtualClock, seconds: tuple[float, float] = (0.05, 0.4)) -> Tool:
-    """``tool`` taking simulated time in ``seconds`` (low, high), fixed by its arguments."""
-    low, high = seconds
-    fn = tool.fn
-
-    @wraps(fn)  # keeps the signature: the harness inspects it for a tenant parameter
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        clock.sleep(low + (high - low) * _fraction(tool.name, args, sorted(kwargs.items())))
-        return fn(*args, **kwargs)
-
-    return Tool(tool.definition, timed)
+def _output_speed(model: str) -> float:
+    return OUTPUT_SPEED.get(model, 0.012)
 
 
 # --- research: the long tail and a second call site ----------------------------------------
@@ -243,14 +125,19 @@ def _summary(view: PolicyView) -> Reply:
 def research_tools(clock: VirtualClock, summarizer_model: str = HAIKU) -> tuple[Tool, ...]:
     """``fetch_page``: fetches (simulated) and summarizes the page with a model call made
     inside the tool, accounted under the ``summarizer`` call site."""
-    summarizer = TimedLLM(ScriptedLLM(_summary, model=summarizer_model, cache=False), clock, base_s=0.2)
+    summarizer = TimedLLM(
+        ScriptedLLM(_summary, model=summarizer_model, cache=False),
+        clock,
+        base_s=0.2,
+        per_output_token_s=_output_speed(summarizer_model),
+    )
 
     @accounted("summarizer", model=summarizer_model)
     def summarize(text: str) -> LLMResponse:
         return summarizer.complete(SUMMARY_SYSTEM, [{"role": "user", "content": text}], [], 400)
 
     def fetch_page(url: str) -> str:
-        clock.sleep(0.1 + 0.6 * _fraction("fetch", url))
+        clock.sleep(0.1 + 0.6 * fraction("fetch", url))
         return summarize(_page(url)).text
 
     return (Tool(_FETCH_DEF, fetch_page),)
@@ -362,7 +249,7 @@ def _errors(faults: Mapping[int, Sequence[tuple[int | None, float | None]]]) -> 
 def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
     """Run one plan on the calling thread (the run's clock belongs to it)."""
     clock = VirtualClock(plan.start_ns)
-    run_seed = int(_fraction("run", plan.seed, plan.index) * 2**32)
+    run_seed = int(fraction("run", plan.seed, plan.index) * 2**32)
     agent, version, _ = AGENTS.get(plan.kind, HR_AGENT)
     options: dict[str, Any]
     if plan.kind == "research":
@@ -392,7 +279,7 @@ def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
         tool_schema_version=TOOL_SCHEMA_VERSION,
     )
     return run_agent(
-        TimedLLM(scripted, clock),
+        TimedLLM(scripted, clock, per_output_token_s=_output_speed(scripted.model)),
         task,
         tools,
         tenant=plan.tenant,

@@ -147,19 +147,7 @@ def run_agent(
         offloader=offloader,
         gate=gate,
     )
-    info = RunInfo(
-        run_id=scope.run_id,
-        task=task,
-        model=llm.model,
-        system=system,
-        tool_names=tuple(t["name"] for t in run.tool_defs),
-        tenant=tenant,
-        agent_name=cfg.agent_name,
-        agent_version=cfg.agent_version,
-        prompt_version=cfg.prompt_version,
-        tool_schema_version=cfg.tool_schema_version,
-        started_ns=rt.clock_ns(),
-    )
+    info = run.info(task)
     obs.run_started(info)
     with entered(scope):
         result = run.loop()
@@ -197,6 +185,23 @@ class _Run:
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
         self.steps: list[Step] = []
         self.guard = LoopGuard(cfg.repeat_threshold, cfg.cycle_threshold, cfg.stall_threshold, cfg.max_tool_calls)
+
+    def info(self, task: str) -> RunInfo:
+        """The run as its observer is told of it when it starts."""
+        cfg, scope = self.cfg, self.scope
+        return RunInfo(
+            run_id=scope.run_id,
+            task=task,
+            model=self.llm.model,
+            system=self.system,
+            tool_names=tuple(t["name"] for t in self.tool_defs),
+            tenant=scope.tenant,
+            agent_name=cfg.agent_name,
+            agent_version=cfg.agent_version,
+            prompt_version=cfg.prompt_version,
+            tool_schema_version=cfg.tool_schema_version,
+            started_ns=scope.runtime.clock_ns(),
+        )
 
     # --- the loop ---------------------------------------------------------------
     def loop(self) -> AgentResult:

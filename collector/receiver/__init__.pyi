@@ -1,4 +1,4 @@
-from .app import DEFAULT_HOST, DEFAULT_PORT, CollectorServer, ServerConfig
+from .server import DEFAULT_HOST, DEFAULT_PORT, CollectorServer, ServerConfig
 from .writer import IngestHook, LedgerWriter, QueueFull, WriterUnavailable
 
 __all__ = [

@@ -12,7 +12,7 @@ from decimal import Decimal
 from collector.cli import main
 from collector.cli.serve import build_server
 from collector.receiver import ServerConfig
-from collector.receiver.app import _HTTPServer
+from collector.receiver.app import ReceiverHTTPServer
 from ledger.budgets import BudgetGate, CallScope, Governor, HttpSource, ManualClock, WebhookTarget
 from ledger.budgets.client import BudgetClient
 from ledger.store import open_ledger
@@ -164,7 +164,7 @@ def test_a_collector_without_a_governor_still_answers_checks_but_cannot_sweep(ma
 
 def test_the_listen_backlog_takes_a_burst_of_connections():
     # At 64, 500 simultaneous connections saw up to 204 resets (see tests/budgets/test_must_show.py).
-    assert _HTTPServer.request_queue_size >= 1024
+    assert ReceiverHTTPServer.request_queue_size >= 1024
 
 
 def test_webhook_targets_given_to_the_governor_get_every_alert(tmp_path, receiver):

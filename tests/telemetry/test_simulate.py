@@ -11,7 +11,8 @@ import pytest
 
 from collector.cli import main
 from collector.cli.simulate import Progress
-from collector.demo.simulate import MODELS, VirtualClock, plan_run, simulate
+from collector.demo.simulate import MODELS, plan_run, simulate
+from collector.demo.simulated_time import VirtualClock
 from collector.harness import InMemoryObserver
 from collector.receiver import CollectorServer, ServerConfig
 from ledger import queries as q

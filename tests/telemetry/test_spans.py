@@ -11,7 +11,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from collector.cli import main
 from collector.demo.scenarios import build
 from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
-from collector.demo.simulate import VirtualClock, timed_tool
+from collector.demo.simulated_time import VirtualClock, timed_tool
 from collector.harness import AgentConfig, InMemoryObserver, Runtime, run_agent
 from collector.harness.telemetry import Capture, OTelObserver, span_records
 from collector.harness.telemetry.capture import DEFAULT_MAX_CHARS

@@ -1,0 +1,45 @@
+"""Query cursors on the writer's database instance, shared by the read routes."""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+import duckdb
+
+__all__ = ["ReaderBusy", "ReaderPool"]
+
+
+class ReaderBusy(Exception):
+    """Every query cursor stayed in use for the whole wait: 503."""
+
+
+class ReaderPool:
+    """Cursors on the writer's database instance, one per concurrent query."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, size: int) -> None:
+        self._pool: queue.LifoQueue[duckdb.DuckDBPyConnection] = queue.LifoQueue()
+        self._all = [con.cursor() for _ in range(max(1, size))]
+        for cur in self._all:
+            self._pool.put(cur)
+
+    @contextmanager
+    def connection(self, timeout: float = 30.0) -> Iterator[duckdb.DuckDBPyConnection]:
+        try:
+            cur = self._pool.get(timeout=timeout)
+        except queue.Empty:
+            raise ReaderBusy("all query connections are busy") from None
+        try:
+            yield cur
+        finally:
+            # DuckDB keeps a half-read result (e.g. after fetchone) on the connection and
+            # refuses the next query until it is dropped; never hand one on.
+            with suppress(duckdb.Error):
+                cur.abort()
+            self._pool.put(cur)
+
+    def close(self) -> None:
+        for cur in self._all:
+            with suppress(duckdb.Error):
+                cur.close()

@@ -1,0 +1,245 @@
+"""What each endpoint answers, apart from the HTTP server that carries it.
+
+Every function here takes the ``CollectorServer`` and the request's parts
+(already read: path pieces, query string, body or a body reader) and returns a
+:class:`Reply`; none touches a socket. ``.app`` is the HTTP layer around them
+(``http.server`` today): it frames requests, enforces what must be refused
+before a body is read, and sends the replies.
+"""
+
+from __future__ import annotations
+
+import hmac
+import importlib.metadata
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from ledger.content import load_context
+from ledger.errors import MalformedInput
+
+from . import budget_routes
+from .decode_pool import DecoderUnavailable
+from .otlp_http import JSON, BodyTooLarge, UnsupportedEncoding, decompress, export_response, status_body
+from .readers import ReaderBusy
+from .writer import QueueFull, Ticket, WriterUnavailable
+
+if TYPE_CHECKING:
+    from .server import CollectorServer
+
+__all__ = [
+    "ENDPOINTS",
+    "UNAUTHORIZED",
+    "Reply",
+    "acknowledge",
+    "authorized",
+    "budget",
+    "context",
+    "describe_queries",
+    "error_reply",
+    "healthz",
+    "index",
+    "json_reply",
+    "otlp_error",
+    "query",
+    "submit",
+]
+
+log = logging.getLogger("turnledger.server")
+
+UNAUTHORIZED = "missing or wrong bearer token (Authorization: Bearer <TURNLEDGER_TOKEN>)"
+
+ENDPOINTS = {
+    "POST /v1/traces": "OTLP/HTTP trace export (application/x-protobuf or application/json; gzip, deflate)",
+    "GET /api/queries": "the named queries and their parameters",
+    "GET /api/query/{name}": "run a named query; Arrow IPC stream, or ?format=json",
+    "GET /api/context/{trace_id}/{span_id}": "the captured request payload of one model call",
+    "POST /v1/budgets/check": "may a model call in this scope go ahead? (a CallScope in, a Decision out)",
+    "GET /api/budgets": "budget rules with their current value and level",
+    "POST /api/budgets": "add a budget rule (JSON: name, limit, scope, window, metric, soft_fraction, ...)",
+    "GET /api/budgets/{id_or_name}": "one rule: its figures, projection and recent alerts",
+    "DELETE /api/budgets/{id_or_name}": "remove a rule (its alerts stay)",
+    "POST /api/budgets/sweep": "evaluate every rule now, alert, and wait ?wait=S for the webhooks",
+    "GET /api/alerts": "alert events, newest first (?budget=&level=&since=&limit=&deliveries=true)",
+    "GET /healthz": "liveness (no token needed)",
+}
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = JSON
+    headers: Mapping[str, str] = field(default_factory=dict)
+    close: bool = False  # drop the connection after answering (e.g. its body was not read)
+
+
+def json_reply(status: int, payload: Any, headers: Mapping[str, str] | None = None) -> Reply:
+    return Reply(status, json.dumps(payload, ensure_ascii=False).encode(), JSON, headers or {})
+
+
+def error_reply(status: int, message: str, headers: Mapping[str, str] | None = None, *, close: bool = False) -> Reply:
+    return Reply(status, json.dumps({"error": message}, ensure_ascii=False).encode(), JSON, headers or {}, close)
+
+
+def otlp_error(kind: str, status: int, message: str, *, retry_after: int | None = None, close: bool = False) -> Reply:
+    """An OTLP/HTTP failure: a ``google.rpc.Status`` in the request's encoding."""
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+    return Reply(status, status_body(kind, status, message), kind, headers, close)
+
+
+def _busy(exc: ReaderBusy) -> Reply:
+    return error_reply(503, str(exc), {"Retry-After": "1"})
+
+
+def authorized(token: str | None, authorization: str | None) -> bool:
+    """Does an ``Authorization`` header carry the configured bearer token (or is none configured)?"""
+    if not token:
+        return True
+    scheme, _, value = (authorization or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+# --- POST /v1/traces ------------------------------------------------------------------------
+
+
+def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encoding: str | None) -> Reply | Ticket:
+    """Read, inflate, decode and queue an export: the writer's ticket, or the reply when
+    there is nothing to wait for (a bad body, a full queue, no spans)."""
+    cfg = c.config
+    try:
+        raw = read_body()
+        body = decompress(raw, encoding, cfg.max_decoded_bytes)
+        del raw
+        batch = c.decoder.prepare(body, kind)
+        del body
+    except BodyTooLarge as exc:
+        return otlp_error(kind, 413, str(exc), close=True)
+    except UnsupportedEncoding as exc:
+        return otlp_error(kind, 415, str(exc))
+    except (MalformedInput, ValueError) as exc:
+        return otlp_error(kind, 400, f"not a valid OTLP ExportTraceServiceRequest, nothing written: {exc}")
+    except DecoderUnavailable as exc:
+        return otlp_error(kind, 503, str(exc), retry_after=1)
+    if not batch.received:
+        return Reply(200, export_response(kind), kind)
+    try:
+        return c.writer.submit_prepared(batch)
+    except QueueFull as exc:
+        return otlp_error(kind, 429, str(exc), retry_after=exc.retry_after)
+    except WriterUnavailable as exc:
+        return otlp_error(kind, 503, str(exc), retry_after=5)
+
+
+def acknowledge(c: CollectorServer, kind: str, ticket: Ticket) -> Reply:
+    """The export's answer once its spans are committed (200), or why they are not yet (503)."""
+    timeout = c.config.ack_timeout_s
+    try:
+        accepted = ticket.wait(timeout)
+    except TimeoutError:
+        # The spans may still commit; a retry is harmless (ingest is idempotent).
+        return otlp_error(kind, 503, f"spans not committed within {timeout} s", retry_after=5)
+    except WriterUnavailable as exc:
+        return otlp_error(kind, 503, str(exc), retry_after=5)
+    return Reply(200, export_response(kind, accepted.rejected), kind)
+
+
+# --- GET ------------------------------------------------------------------------------------
+
+
+def index() -> Reply:
+    return json_reply(200, {"service": "turnledger", "endpoints": ENDPOINTS})
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("turnledger")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def healthz(c: CollectorServer) -> Reply:
+    st = c.writer.stats
+    alive = c.writer.alive
+    return json_reply(
+        200 if alive else 503,
+        {
+            "status": "ok" if alive else "unavailable",
+            "service": "turnledger",
+            "version": _version(),
+            "db": str(c.db_path),
+            "auth": bool(c.config.token),
+            "uptime_s": round(time.monotonic() - c.started_at, 3),
+            "queued_spans": c.writer.queued_spans,
+            "writer": {
+                "alive": alive,
+                "batches": st.batches,
+                "requests": st.requests,
+                "spans_received": st.spans_received,
+                "spans_written": st.spans_written,
+                "duplicates": st.duplicates,
+                "rejected": st.rejected,
+                "failed_batches": st.failed_batches,
+                "last_error": st.last_error,
+            },
+        },
+    )
+
+
+def describe_queries() -> Reply:
+    from . import api  # the query registry (and pandas) only when a query route runs
+
+    return json_reply(200, api.describe_queries())
+
+
+def query(c: CollectorServer, name: str, args: dict[str, list[str]]) -> Reply:
+    from . import api
+
+    fmt = (args.get("format") or ["arrow"])[-1].lower()
+    if fmt not in ("arrow", "json"):
+        return error_reply(400, f"parameter format={fmt!r}: choose arrow or json")
+    try:
+        q = api.build_query(name, args)
+    except api.UnknownQuery as exc:
+        return error_reply(404, str(exc))
+    except api.BadParameter as exc:
+        return error_reply(400, str(exc))
+    try:
+        with c.readers.connection() as cur:
+            table = api.run_arrow(cur, q)
+    except ReaderBusy as exc:
+        return _busy(exc)
+    except duckdb.Error as exc:
+        log.exception("query %s failed", name)
+        return error_reply(500, f"query {name!r} failed: {exc}")
+    if fmt == "json":
+        return Reply(200, api.json_records(table), JSON)
+    return Reply(200, api.arrow_ipc(table), api.ARROW_STREAM)
+
+
+def context(c: CollectorServer, trace_id: str, span_id: str) -> Reply:
+    try:
+        with c.readers.connection() as cur:
+            payload = load_context(cur, trace_id, span_id)
+    except ReaderBusy as exc:
+        return _busy(exc)
+    if payload is None:
+        return error_reply(404, f"no captured context for trace {trace_id!r} span {span_id!r}")
+    return json_reply(200, payload)
+
+
+# --- budgets (the harness's gate, and `turnledger budget`/`alerts` while we own the file) ----
+
+
+def budget(c: CollectorServer, method: str, parts: Sequence[str], query: dict[str, list[str]], body: bytes) -> Reply:
+    request = budget_routes.BudgetRequest(method, list(parts), query, body)
+    try:
+        status, doc = budget_routes.handle(request, c.readers.connection, governor=c.governor, clock=c.clock)
+    except ReaderBusy as exc:
+        return _busy(exc)
+    return json_reply(status, doc)

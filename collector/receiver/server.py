@@ -1,0 +1,170 @@
+"""``CollectorServer``: the receiver's lifecycle, storage and the state its routes share.
+
+It opens the ledger, starts the one writer, the decode pool and the reader
+cursors, binds the HTTP server (``.app``) and, with a budget governor, its
+sweeper; :meth:`CollectorServer.stop` takes them down in the order that loses
+nothing. What each endpoint answers is in ``.routes``.
+
+Every request is handled on its own thread; the DuckDB file is written only by
+the ``LedgerWriter`` thread and read through a small pool of cursors on the same
+database instance (DuckDB's MVCC lets reads run while a batch commits).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from ledger.budgets.windows import system_clock
+from ledger.pricing import PriceBook
+from ledger.settings import db_path
+from ledger.store import open_ledger
+
+from .app import ReceiverHTTPServer
+from .decode_pool import DecodePool
+from .defaults import DEFAULT_HOST, DEFAULT_PORT, MiB
+from .readers import ReaderPool
+from .writer import IngestHook, LedgerWriter
+
+if TYPE_CHECKING:
+    from ledger.budgets import Governor
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "CollectorServer", "ServerConfig"]
+
+_ALERT_GRACE_S = 2.0  # at shutdown, how long alerts of the last batch may take to go out
+
+
+@dataclass
+class ServerConfig:
+    """Everything ``turnledger serve`` can be told. Limits bound the server's memory."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    db: Path | str | None = None  # default: $TURNLEDGER_DB or ./turnledger.duckdb
+    token: str | None = None  # bearer token for ingest and queries (the CLI reads $TURNLEDGER_TOKEN)
+    max_body_bytes: int = 16 * MiB  # on the wire; larger → 413
+    max_decoded_bytes: int = 64 * MiB  # after gzip/deflate; larger → 413
+    max_queued_spans: int = 200_000  # decoded, not yet committed; more → 429
+    max_batch_spans: int = 25_000  # coalesced into one ingest call (one transaction)
+    max_concurrent_decodes: int = 4  # request bodies being read/decoded at once
+    decode_workers: int = 0  # processes that decode bodies and build rows; 0: on the request's thread
+    ack_timeout_s: float = 20.0  # waiting for the commit longer than this → 503 (retry is safe)
+    reader_connections: int = 4  # concurrent named queries
+    redact_content: bool = True  # re-redact captured payloads at the door (third-party producers)
+    prices: PriceBook | None = None
+
+
+class CollectorServer:
+    """The collector: one DuckDB writer, an OTLP/HTTP receiver and the query API.
+
+    >>> server = CollectorServer(ServerConfig(port=0)).start()   # doctest: +SKIP
+    >>> server.url                                               # doctest: +SKIP
+    'http://127.0.0.1:43817'
+    >>> server.stop()                                            # doctest: +SKIP
+
+    ``on_ingested`` callbacks receive ``(connection, IngestReport)`` after each
+    committed batch, on a thread of their own (see ``LedgerWriter``); append to
+    ``server.writer.on_ingested`` to add one later.
+
+    ``governor`` (what ``turnledger serve`` passes) puts budgets under the
+    server's care: its ``on_ingested`` runs first after each batch, its sweeper
+    (every ``sweep_interval`` s, for window rollovers; 0 turns it off) starts with the server,
+    its clock answers ``POST /v1/budgets/check``, and :meth:`stop` closes it
+    after the writer's last batch and before the connection (so the last
+    alerts are delivered and their attempts recorded).
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        *,
+        con: duckdb.DuckDBPyConnection | None = None,
+        on_ingested: Iterable[IngestHook] = (),
+        governor: Governor | None = None,
+        sweep_interval: float = 15.0,
+    ) -> None:
+        self.config = config or ServerConfig()
+        cfg = self.config
+        self.db_path = Path(cfg.db) if cfg.db is not None else db_path()
+        self.governor = governor
+        self.sweep_interval = sweep_interval
+        self.clock = governor.clock if governor is not None else system_clock
+        hooks = [governor.on_ingested, *on_ingested] if governor is not None else list(on_ingested)
+        self._owns_con = con is None
+        self.con = con if con is not None else open_ledger(self.db_path)
+        if governor is not None:
+            governor.attach(self.con)  # its delivery records must outlive the writer's hook cursor
+        self.writer = LedgerWriter(
+            self.con,
+            cfg.prices,
+            max_queued_spans=cfg.max_queued_spans,
+            max_batch_spans=cfg.max_batch_spans,
+            redact_content=cfg.redact_content,
+            on_ingested=hooks,
+        )
+        self.decoder = DecodePool(cfg.decode_workers, self.writer.prices, cfg.redact_content)
+        self.readers = ReaderPool(self.con, cfg.reader_connections)
+        # Request bodies being read and decoded at once: each is held in memory meanwhile.
+        self.decode_slots = threading.BoundedSemaphore(max(1, cfg.max_concurrent_decodes))
+        try:
+            self.httpd = ReceiverHTTPServer((cfg.host, cfg.port), self)
+        except OSError:
+            self._close_storage()
+            raise
+        self.started_at = time.monotonic()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> CollectorServer:
+        """Serve on a background thread (and start the budget sweeper); returns self."""
+        if self.governor is not None and self.sweep_interval > 0:
+            self.governor.start_sweeper(self.con, self.sweep_interval)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="turnledger-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking requests, commit what was accepted, close the ledger (checkpointing it)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._thread is not None:
+            self.httpd.shutdown()
+        self.httpd.server_close()
+        self._close_storage(timeout)
+
+    def _close_storage(self, timeout: float = 30.0) -> None:
+        # Order matters: the writer commits what was accepted and its hooks evaluate
+        # budgets on it; then the governor delivers those alerts and records the
+        # attempts through the still-open connection; only then does the connection close.
+        self.decoder.close()
+        self.writer.close(timeout)
+        if self.governor is not None:
+            self.governor.join(min(timeout, _ALERT_GRACE_S))
+            self.governor.close()
+        self.readers.close()
+        if self._owns_con:
+            # Fold the write-ahead log into the file, so a cleanly stopped ledger is one
+            # self-contained file (DuckDB skips this on close when the WAL came from a
+            # crash replay and nothing was written since).
+            with suppress(duckdb.Error):
+                self.con.execute("CHECKPOINT")
+            self.con.close()
+
+    def __enter__(self) -> CollectorServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
