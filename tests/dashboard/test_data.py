@@ -55,7 +55,7 @@ def test_unknown_query_and_missing_file_are_clear_errors(tmp_path):
 
 
 class FakeClient:
-    """Stands in for collector.client.QueryClient: records what would go on the wire."""
+    """Stands in for collector.client.ServerClient: records what would go on the wire."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, object]]] = []

@@ -11,10 +11,11 @@ from decimal import Decimal
 
 from collector.cli import main
 from collector.cli.serve import build_server
+from collector.client import ServerClient as BudgetClient
+from collector.harness.fleet_gate import HttpSource
 from collector.receiver import ServerConfig
 from collector.receiver.app import _HTTPServer
-from ledger.budgets import BudgetGate, CallScope, Governor, HttpSource, ManualClock, WebhookTarget
-from ledger.budgets.client import BudgetClient
+from ledger.budgets import BudgetGate, CallScope, Governor, ManualClock, WebhookTarget
 from ledger.store import open_ledger
 from tests.budgets.conftest import NOON_ISH, spend_spans
 

@@ -1,4 +1,4 @@
-"""The named-query API and QueryClient: same answers as the file, typed parameters, auth, streaming reads."""
+"""The named-query API and its client: same answers as the file, typed parameters, auth, streaming reads."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from collector.client import QueryClient, QueryError
+from collector.client import ServerClient as QueryClient
 from collector.receiver import CollectorServer, ServerConfig
 from ledger import queries as q
 from ledger.content import load_context
+from ledger.errors import ServerError as QueryError
 
 from .conftest import ROOT, count, otlp_json, post_otlp, request, run_spans
 
