@@ -61,9 +61,9 @@ def test_query_routes_raise_the_kind_of_the_status(client, status, error):
 
 
 def test_budget_routes_raise_the_budget_errors_and_a_401_says_which_token(client):
-    with pytest.raises(BudgetError, match="^said 400$"):
+    with pytest.raises(BudgetError, match=r"^said 400$"):
         client.budget("400")
-    with pytest.raises(UnknownBudget, match="^said 404$"):
+    with pytest.raises(UnknownBudget, match=r"^said 404$"):
         client.remove_budget("404")
     with pytest.raises(ServerError, match="set TURNLEDGER_TOKEN"):
         client.budget("401")
@@ -71,5 +71,5 @@ def test_budget_routes_raise_the_budget_errors_and_a_401_says_which_token(client
 
 def test_a_missing_context_is_none_and_an_absent_server_says_what_to_do(client):
     assert client.context("t", "404") is None
-    with pytest.raises(ServerError, match="cannot reach the turnledger server.*unset TURNLEDGER_SERVER"):
+    with pytest.raises(ServerError, match=r"cannot reach the turnledger server.*unset TURNLEDGER_SERVER"):
         ServerClient("http://127.0.0.1:9").budgets()  # nothing listens on the discard port
