@@ -1,34 +1,61 @@
-"""``QueryClient``: the dashboard's and CLI's way to read through a running ``turnledger serve``.
+"""``ServerClient``: the one client of a running ``turnledger serve``'s API.
+
+The dashboard, the CLI (``turnledger budget`` / ``alerts`` while the server
+holds the ledger file) and the harness's budget gate all talk to the server
+through it: named queries, captured contexts, health, budgets, alerts and the
+gate's check.
 
 ``client.query(name, **params)`` returns the same DataFrame that
 ``ledger.queries.run(con, QUERIES[name](...))`` returns on the file itself
 (same columns, dtypes and values): the Arrow stream is converted to pandas by
 DuckDB, exactly as ``run`` does, so callers can switch between the two freely.
+The budget methods return the documents of :mod:`ledger.budgets.service`, the
+same ones the CLI builds on the file.
+
+Every request goes through :meth:`ServerClient.request`, and every failure
+comes out as one kind of :mod:`ledger.errors`: 400 an ``InputError``
+(``BudgetError`` on the budget routes), 404 a ``NotFound`` (``UnknownBudget``),
+429/503 ``Unavailable``, anything else — a wrong token, a 500, no server at
+all — a ``ServerError`` that says what to do.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-import duckdb
-import pandas as pd
-import pyarrow as pa
-
-from ledger.errors import ServerError
+from ledger import settings
+from ledger.budgets.routes import ALERTS_PATH, BUDGETS_PATH, CHECK_PATH, SWEEP_PATH, budget_path
+from ledger.budgets.rules import BudgetError, UnknownBudget
+from ledger.errors import InputError, NotFound, ServerError, TurnledgerError, Unavailable
 from ledger.queries import Filters
 
-__all__ = ["QueryClient", "QueryError"]
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+    import pyarrow as pa
+
+    from ledger.budgets.gate import CallScope
+
+__all__ = ["ServerClient"]
 
 
-class QueryError(ServerError):
-    """The server answered with an error (bad parameter, unknown query, auth) or could not be reached."""
+@dataclass(frozen=True)
+class _Route:
+    """How a family of routes names a bad request (400) and a missing thing (404)."""
+
+    invalid: type[InputError]
+    missing: type[NotFound]
+
+
+_READS = _Route(InputError, NotFound)
+_BUDGETS = _Route(BudgetError, UnknownBudget)
 
 
 def _param(value: Any) -> str:
@@ -44,53 +71,99 @@ def _flatten(params: dict[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in params.items():
         if isinstance(value, Filters):
-            for fld in dataclasses.fields(value):
-                v = getattr(value, fld.name)
-                if v is not None:
-                    out[fld.name] = _param(v)
+            out.update(value.to_params())
         elif value is not None:
             out[key] = _param(value)
     return out
 
 
-class QueryClient:
-    """Named queries, captured contexts and health of a collector at ``base_url``."""
+def _message(body: bytes, reason: str) -> str:
+    """The server's ``{"error": ...}``, or the start of whatever it sent."""
+    try:
+        return str(json.loads(body)["error"])
+    except (ValueError, KeyError, TypeError):
+        return body.decode(errors="replace")[:500] or reason
+
+
+class ServerClient:
+    """The API of the collector at ``base_url`` (token default: ``$TURNLEDGER_TOKEN``)."""
 
     def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self.token = token
+        self.token = token if token is not None else settings.token()
         self.timeout = timeout
         self._local = threading.local()
 
+    # --- the one request ------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        accept: str = "application/json",
+        timeout: float | None = None,
+        what: str | None = None,
+        route: _Route = _READS,
+    ) -> bytes:
+        """The response body of ``method path``; any failure raised as a :mod:`ledger.errors` kind.
+
+        ``what`` prefixes the message (``"query 'cost_per_run'"``); ``route`` picks the
+        error types for 400 and 404.
+        """
+        qs = urlencode(_flatten(params or {}))
+        headers = {"Accept": accept}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        url = self.base_url + path + (f"?{qs}" if qs else "")
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as response:
+                payload: bytes = response.read()
+                return payload
+        except urllib.error.HTTPError as exc:
+            raise self._error(exc.code, _message(exc.read(), str(exc.reason)), what, route) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise ServerError(
+                f"cannot reach the turnledger server at {self.base_url} (TURNLEDGER_SERVER): {exc}. "
+                "Start it, or unset TURNLEDGER_SERVER (or pass --db) to use the ledger file directly."
+            ) from None
+
+    def _error(self, status: int, message: str, what: str | None, route: _Route) -> TurnledgerError:
+        text = f"{what}: {message}" if what else message
+        if status == 400:
+            return route.invalid(text)
+        if status == 404:
+            return route.missing(text)
+        if status in (429, 503):
+            return Unavailable(f"the server at {self.base_url} is busy ({status}): {text}; retry shortly")
+        if status == 401:
+            text += " (set TURNLEDGER_TOKEN to the server's token)"
+        return ServerError(f"the server at {self.base_url} answered {status}: {text}", status)
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return json.loads(self.request(method, path, **kwargs) or b"null")
+
+    # --- named queries, contexts, health --------------------------------------------------
     def _duckdb(self) -> duckdb.DuckDBPyConnection:
+        import duckdb
+
         con = getattr(self._local, "con", None)
         if con is None:
             con = self._local.con = duckdb.connect()
         return con
 
-    def _get(self, path: str, accept: str) -> tuple[int, bytes]:
-        request = urllib.request.Request(self.base_url + path, headers={"Accept": accept})
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return response.status, response.read()
-        except urllib.error.HTTPError as exc:
-            body = exc.read()
-            try:
-                message = json.loads(body)["error"]
-            except (ValueError, KeyError, TypeError):
-                message = body.decode(errors="replace")[:500] or exc.reason
-            return exc.code, str(message).encode()
-        except (urllib.error.URLError, OSError) as exc:
-            raise QueryError(f"cannot reach the turnledger server at {self.base_url}: {exc}") from None
-
     def query_arrow(self, name: str, **params: Any) -> pa.Table:
         """The query's result as an Arrow table with exact types (money as decimal128)."""
-        qs = urlencode(_flatten(params))
-        status, body = self._get(f"/api/query/{quote(name, safe='')}" + (f"?{qs}" if qs else ""), "*/*")
-        if status != 200:
-            raise QueryError(f"query {name!r}: {body.decode(errors='replace')}", status)
+        import pyarrow as pa
+
+        body = self.request("GET", f"/api/query/{quote(name, safe='')}", params=params, accept="*/*",
+                            what=f"query {name!r}")  # fmt: skip
         with pa.ipc.open_stream(body) as reader:
             return reader.read_all()
 
@@ -101,26 +174,62 @@ class QueryClient:
 
     def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None:
         """The captured request payload of one model call, or None when none was captured."""
-        status, body = self._get(
-            f"/api/context/{quote(trace_id, safe='')}/{quote(span_id, safe='')}", "application/json"
-        )
-        if status == 404:
+        path = f"/api/context/{quote(trace_id, safe='')}/{quote(span_id, safe='')}"
+        try:
+            payload: dict[str, Any] = self._json("GET", path, what=f"context {trace_id}/{span_id}")
+        except NotFound:
             return None
-        if status != 200:
-            raise QueryError(f"context {trace_id}/{span_id}: {body.decode(errors='replace')}", status)
-        payload: dict[str, Any] = json.loads(body)
         return payload
 
     def health(self) -> dict[str, Any]:
-        status, body = self._get("/healthz", "application/json")
-        if status != 200:
-            raise QueryError(f"server unhealthy: {body.decode(errors='replace')}", status)
-        result: dict[str, Any] = json.loads(body)
+        result: dict[str, Any] = self._json("GET", "/healthz", what="server health")
         return result
 
     def healthy(self) -> bool:
         """True when the server answers /healthz with status ok (never raises)."""
         try:
             return self.health().get("status") == "ok"
-        except (QueryError, ValueError):
+        except (TurnledgerError, ValueError):
             return False
+
+    # --- budgets and alerts (documents of ledger.budgets.service) ---------------------------
+    def budgets(self) -> list[dict[str, Any]]:
+        """``budget_statuses``: every rule with its measurement now and its latest alert."""
+        rows: list[dict[str, Any]] = self._json("GET", BUDGETS_PATH, route=_BUDGETS)
+        return rows
+
+    def budget(self, id_or_name: str) -> dict[str, Any]:
+        doc: dict[str, Any] = self._json("GET", budget_path(id_or_name), route=_BUDGETS)
+        return doc
+
+    def add_budget(self, rule: dict[str, Any]) -> dict[str, Any]:
+        doc: dict[str, Any] = self._json("POST", BUDGETS_PATH, body=rule, route=_BUDGETS)
+        return doc
+
+    def remove_budget(self, id_or_name: str) -> dict[str, Any]:
+        doc: dict[str, Any] = self._json("DELETE", budget_path(id_or_name), route=_BUDGETS)
+        return doc
+
+    def sweep(self, wait: float = 10.0) -> dict[str, Any]:
+        doc: dict[str, Any] = self._json(
+            "POST", SWEEP_PATH, params={"wait": wait}, body={}, timeout=self.timeout + wait, route=_BUDGETS
+        )
+        return doc
+
+    def check(self, scope: CallScope) -> dict[str, Any]:
+        """The gate's decision for a call with this scope (``Decision.to_dict()``)."""
+        doc: dict[str, Any] = self._json("POST", CHECK_PATH, body=scope.to_dict(), route=_BUDGETS)
+        return doc
+
+    def alerts(
+        self,
+        *,
+        budget: str | None = None,
+        level: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        deliveries: bool = False,
+    ) -> list[dict[str, Any]]:
+        params = {"budget": budget, "level": level, "since": since, "limit": limit, "deliveries": deliveries or None}
+        rows: list[dict[str, Any]] = self._json("GET", ALERTS_PATH, params=params, route=_BUDGETS)
+        return rows

@@ -55,6 +55,10 @@ class Source(Protocol):
 
     def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None: ...
 
+    def budgets(self) -> list[dict[str, Any]]:
+        """Every budget rule as it stands now (``ledger.budgets.service.budget_statuses``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class SourceSpec:
@@ -146,6 +150,12 @@ class FileSource:
         with self._shared.cursor() as cur:
             return load_context(cur, trace_id, span_id)
 
+    def budgets(self) -> list[dict[str, Any]]:
+        from ledger.budgets.service import budget_statuses
+
+        with self._shared.cursor() as cur:
+            return budget_statuses(cur)
+
     def close(self) -> None:
         """Release the file now rather than after the idle delay."""
         with self._shared._lock:
@@ -160,9 +170,9 @@ class ServerSource:
         self.base_url = base_url
         if client is None:
             # Imported lazily: the dashboard must work without the server package.
-            from collector.client import QueryClient
+            from collector.client import ServerClient
 
-            client = QueryClient(base_url, token)
+            client = ServerClient(base_url, token)
         self.client = client
 
     def query(self, builder: Callable[..., q.Query], filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:
@@ -175,6 +185,9 @@ class ServerSource:
 
     def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None:
         return self.client.context(trace_id, span_id)
+
+    def budgets(self) -> list[dict[str, Any]]:
+        return self.client.budgets()
 
 
 def make_source(spec: SourceSpec) -> Source:

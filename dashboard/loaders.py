@@ -20,7 +20,7 @@ from ledger.errors import TurnledgerError
 
 from .data import CACHE_TTL_S, SourceSpec, make_source
 
-__all__ = ["SourceError", "context", "generation", "load", "refresh", "refreshed_at", "set_spec", "spec"]
+__all__ = ["SourceError", "budgets", "context", "generation", "load", "refresh", "refreshed_at", "set_spec", "spec"]
 
 _SPEC_KEY = "tl_source_spec"
 _GEN_KEY = "tl_generation"
@@ -105,5 +105,20 @@ def context(trace_id: str, span_id: str) -> dict[str, Any] | None:
     where = spec()
     try:
         return _context(where, generation(), trace_id, span_id)
+    except Exception as exc:
+        raise _explain(exc, where) from exc
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=64)
+def _budgets(where: SourceSpec, gen: int) -> list[dict[str, Any]]:
+    del gen
+    return make_source(where).budgets()
+
+
+def budgets() -> list[dict[str, Any]]:
+    """Every budget rule as it stands now: the documents ``turnledger budget list`` prints."""
+    where = spec()
+    try:
+        return _budgets(where, generation())
     except Exception as exc:
         raise _explain(exc, where) from exc

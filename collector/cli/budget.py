@@ -7,8 +7,8 @@ open the file read-only; writing ones need it free.
 While ``turnledger serve`` runs it owns the file (DuckDB allows one writing
 process, and no reader beside it). With ``TURNLEDGER_SERVER`` set (and no
 ``--db``), every command goes through the server's API instead
-(:class:`~.client.BudgetClient`); without it, a held file is an error that
-says so. Both paths print the same documents (:mod:`.service`).
+(:class:`collector.client.ServerClient`); without it, a held file is an error
+that says so. Both paths print the same documents (:mod:`ledger.budgets.service`).
 """
 
 from __future__ import annotations

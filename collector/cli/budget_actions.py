@@ -16,13 +16,21 @@ from typing import Any
 
 import duckdb
 
+from collector.client import ServerClient
 from ledger.budgets.alerts import format_value
-from ledger.budgets.client import BudgetClient
 from ledger.budgets.gate import CallScope, decide
 from ledger.budgets.governor import Governor
 from ledger.budgets.rules import Rule
 from ledger.budgets.service import add_budget as store_budget
-from ledger.budgets.service import alerts_doc, budget_doc, budget_rows, remove_budget, rule_from_request, sweep_doc
+from ledger.budgets.service import (
+    alerts_doc,
+    budget_doc,
+    budget_row,
+    budget_statuses,
+    remove_budget,
+    rule_from_request,
+    sweep_doc,
+)
 from ledger.budgets.windows import system_clock
 from ledger.errors import TurnledgerError
 from ledger.schema import MIGRATIONS, schema_version
@@ -37,10 +45,10 @@ def _print_json(value: Any) -> None:
 
 
 # --- where the ledger is: the file, or a running server ----------------------------------------
-def _client(a: argparse.Namespace) -> BudgetClient | None:
+def _client(a: argparse.Namespace) -> ServerClient | None:
     """Through the server when ``TURNLEDGER_SERVER`` is set and no ``--db`` was given."""
     url = server_url()
-    return BudgetClient(url) if url and a.db is None else None
+    return ServerClient(url) if url and a.db is None else None
 
 
 def _held(path: Path | None, exc: TurnledgerError) -> TurnledgerError:
@@ -105,7 +113,8 @@ def _budget_add(a: argparse.Namespace) -> int:
 
 def _budget_list(a: argparse.Namespace) -> int:
     client = _client(a)
-    rows = client.budgets() if client else budget_rows(_read(a.db))
+    statuses = client.budgets() if client else budget_statuses(_read(a.db))
+    rows = [budget_row(s) for s in statuses]
     if a.json:
         _print_json(rows)
     elif not rows:

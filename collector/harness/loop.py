@@ -307,7 +307,9 @@ class _Run:
             return None
         scope = self.scope
         try:
-            from ledger.budgets.gate import CallScope, current_trace_id
+            from ledger.budgets.gate import CallScope
+
+            from .fleet_gate import current_trace_id
 
             decision = self.gate.check(
                 CallScope(

@@ -3,7 +3,7 @@
 Each route is a function of (request, a way to borrow a cursor) returning
 ``(status, JSON value)``; ``app`` does the HTTP (auth, body, the cursor pool). Bodies come from
 ``ledger.budgets.service``, the same documents ``turnledger budget`` prints when
-it opens the file itself (see ``ledger.budgets.client`` for the route table).
+it opens the file itself (the route table is ``ledger.budgets.routes``).
 
 Errors: a malformed request is 400 (``BudgetError``), an unknown rule 404
 (``UnknownBudget``), a sweep on a server that evaluates no budgets 409.
@@ -22,9 +22,8 @@ from typing import Any
 import duckdb
 
 from ledger.budgets import BudgetError, Governor, UnknownBudget, check_request
-from ledger.budgets.client import ALERTS_PATH, BUDGETS_PATH
-from ledger.budgets.gate import CHECK_PATH
-from ledger.budgets.service import add_budget, alerts_doc, budget_doc, budget_rows, remove_budget, sweep_result
+from ledger.budgets.routes import ALERTS_PATH, BUDGETS_PATH, CHECK_PATH, SWEEP_PATH
+from ledger.budgets.service import add_budget, alerts_doc, budget_doc, budget_statuses, remove_budget, sweep_result
 from ledger.budgets.windows import Clock, system_clock
 
 __all__ = ["MAX_BODY", "BudgetRequest", "Connect", "handle", "matches"]
@@ -125,7 +124,7 @@ def _route(req: BudgetRequest, cur: duckdb.DuckDBPyConnection, clock: Clock) -> 
             if not isinstance(body, Mapping):
                 raise BudgetError(f"a budget must be a JSON object, got {type(body).__name__}")
             return 201, add_budget(cur, body)
-        return 200, budget_rows(cur, clock)
+        return 200, budget_statuses(cur, clock)
     name = "/".join(req.parts[2:])  # a rule's name may hold "/" (sent as %2F or not)
     if req.method == "POST":
         return 405, {"error": f"POST is not supported on {path}; POST {BUDGETS_PATH} adds a budget"}
@@ -143,7 +142,7 @@ def handle(
 ) -> tuple[int, Any]:
     """Answer one budget route with a cursor borrowed through ``connect``."""
     try:
-        if req.method == "POST" and list(req.parts) == ["api", "budgets", "sweep"]:
+        if req.method == "POST" and "/" + "/".join(req.parts) == SWEEP_PATH:
             return _sweep(req, connect, governor)  # waits for webhooks without holding a cursor
         with connect() as cur:
             return _route(req, cur, clock)

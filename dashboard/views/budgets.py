@@ -7,11 +7,17 @@ harness already records on runs.
 
 from __future__ import annotations
 
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
 from dashboard import ui
+from dashboard.loaders import budgets as load_budgets
 from dashboard.loaders import load
 from ledger import queries as q
+from ledger.budgets.rules import METRICS
+from ledger.budgets.service import budget_row
 
 EMPTY = (
     "**No budgets yet.** Once budget rules exist, this page shows each one (scope: global, tenant, agent, model, "
@@ -22,32 +28,56 @@ EMPTY = (
 )
 
 
+def _budget_table(statuses: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per rule: ``budget list``'s row (same value and level), plus the numbers behind the bar."""
+    rows = []
+    for status in statuses:
+        row, now, last = budget_row(status), status["now"] or {}, status["last_alert"] or {}
+        usd = METRICS[row["metric"]].unit == "usd"
+        value = now.get("value")
+        rows.append(
+            {
+                **row,
+                "window_key": (now.get("window") or {}).get("key"),
+                "current_usd": float(value) if usd and value is not None else None,
+                "limit_usd": float(status["limit"]) if usd else None,
+                "used": now.get("fraction"),
+                "last_level": last.get("level"),
+                "last_alert_at": pd.to_datetime(last.get("fired_at")),
+                "alerts": status["alerts_fired"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def render() -> None:
     st.title("Budgets & alerts")
     st.caption("Will we overspend? Current spend against each budget, and the alerts fired.")
-    budgets = load(q.budget_status)
+    statuses = load_budgets()
     alerts = load(q.alert_history, limit=200)
-    if budgets.empty:
+    if not statuses:
         st.info(EMPTY, icon=":material/savings:")
     else:
-        budgets["used"] = budgets["current_usd"] / budgets["limit_usd"]
+        budgets = _budget_table(statuses)
         st.subheader("Budgets in force", anchor=False)
         st.caption(
-            "Spend in each budget's current window (UTC) against its limit; the bar turns the corner at the soft "
-            "fraction. Per-run and non-spend budgets show their latest alert instead."
+            "Each rule's value in its current window (calendar windows in the rule's time zone) against its limit, "
+            "as the governor judges it and `turnledger budget list` prints it; a per-run rule shows its latest run."
         )
         st.dataframe(
             budgets[
                 [
                     "name",
-                    "scope_kind",
-                    "scope_value",
-                    "time_window",
+                    "scope",
+                    "window_key",
                     "metric",
+                    "value",
+                    "level",
                     "current_usd",
                     "limit_usd",
                     "used",
-                    "soft_fraction",
+                    "soft",
+                    "projection",
                     "last_level",
                     "last_alert_at",
                     "alerts",
@@ -55,10 +85,12 @@ def render() -> None:
             ],
             hide_index=True,
             column_config={
+                "window_key": st.column_config.TextColumn("window"),
                 "current_usd": st.column_config.NumberColumn("spent in window", format="$%.4f"),
                 "limit_usd": st.column_config.NumberColumn("limit", format="$%.2f"),
                 "used": st.column_config.ProgressColumn("used", format="percent", min_value=0, max_value=1),
-                "soft_fraction": st.column_config.NumberColumn("warn at", format="percent"),
+                "soft": st.column_config.NumberColumn("warn at", format="percent"),
+                "last_alert_at": st.column_config.DatetimeColumn("last alert (UTC)", format="YYYY-MM-DD HH:mm:ss"),
             },
             key="budgets_table",
         )

@@ -6,10 +6,9 @@
 * :mod:`.alerts` — the deduplicating alert state machine.
 * :mod:`.delivery` — webhook delivery on background threads, every attempt recorded.
 * :mod:`.governor` — the writer's hook: ``Governor.on_ingested`` and ``Governor.sweep``.
-* :mod:`.gate` — the harness's check before each model call.
-* :mod:`.service` — the budget operations as JSON-ready documents (CLI and server share them).
-* :mod:`.client` — the same operations through a running ``turnledger serve``.
-* :mod:`.cli` — ``turnledger budget ...`` and ``turnledger alerts``.
+* :mod:`.gate` — the decision the harness asks for before each model call.
+* :mod:`.service` — the budget operations as JSON-ready documents (CLI, server and dashboard share them).
+* :mod:`.routes` — the server's budget routes, named once for the server and ``collector.client``.
 """
 
 import lazy_loader

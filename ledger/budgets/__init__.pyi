@@ -1,21 +1,11 @@
 from .alerts import AlertBook, AlertEvent, AlertState, transition
-from .client import BudgetClient
 from .delivery import Deliverer, DeliveryAttempt, webhook_body
 from .evaluate import Evaluation, evaluate
-from .gate import (
-    CHECK_PATH,
-    BudgetGate,
-    CallScope,
-    Decision,
-    HttpSource,
-    LedgerSource,
-    check_request,
-    current_trace_id,
-    decide,
-)
+from .gate import BudgetGate, CallScope, Decision, LedgerSource, check_request, decide
 from .governor import Governor
 from .projection import Projection, project
-from .rules import METRICS, SCOPE_KINDS, WINDOWS, BudgetError, Rule, Scope, UnknownBudget, WebhookTarget
+from .routes import CHECK_PATH
+from .rules import METRICS, SCOPE_KINDS, WINDOWS, BudgetError, Rule, Scope, UnknownBudget, WebhookTarget, covers
 from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule
 from .windows import ManualClock, Window, system_clock, window_for
 
@@ -27,7 +17,6 @@ __all__ = [
     "AlertBook",
     "AlertEvent",
     "AlertState",
-    "BudgetClient",
     "BudgetError",
     "BudgetGate",
     "CallScope",
@@ -36,7 +25,6 @@ __all__ = [
     "DeliveryAttempt",
     "Evaluation",
     "Governor",
-    "HttpSource",
     "LedgerSource",
     "ManualClock",
     "Projection",
@@ -47,7 +35,7 @@ __all__ = [
     "Window",
     "add_rule",
     "check_request",
-    "current_trace_id",
+    "covers",
     "decide",
     "evaluate",
     "get_rule",

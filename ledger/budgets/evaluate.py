@@ -13,13 +13,13 @@ either the same way:
 * run: one trace.
 
 After an ingest only the rules whose scope the batch touched are evaluated
-(:func:`touched_by` + :func:`covers`); per-run rules are measured for all
-touched runs in one grouped query.
+(:func:`touched_by`, then ``list_rules(covering=touched)``); per-run rules are
+measured for all touched runs in one grouped query.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -37,7 +37,6 @@ __all__ = [
     "PROJECTION_LOOKBACK",
     "Evaluation",
     "Touched",
-    "covers",
     "current",
     "evaluate",
     "evaluate_runs",
@@ -293,8 +292,9 @@ def current(
 
 # --- which rules a batch touched ------------------------------------------------------------
 @dataclass(frozen=True)
-class Touched:
-    """The scope values an ingested batch's runs carry."""
+class Touched(Mapping[str, frozenset[str]]):
+    """The scope values an ingested batch's runs carry: a ``ScopeValues`` mapping
+    (``touched["tenant"]``), so ``list_rules(covering=touched)`` gives the rules it could have changed."""
 
     traces: frozenset[str] = frozenset()
     tenants: frozenset[str] = frozenset()
@@ -305,8 +305,7 @@ class Touched:
     def __bool__(self) -> bool:
         return bool(self.traces)
 
-    def as_covering(self) -> dict[str, frozenset[str]]:
-        """For ``list_rules(covering=...)``: the rules this batch could have changed."""
+    def _by_kind(self) -> dict[str, frozenset[str]]:
         return {
             "tenant": self.tenants,
             "agent": self.agents,
@@ -314,6 +313,15 @@ class Touched:
             "call_site": self.call_sites,
             "run": self.traces,
         }
+
+    def __getitem__(self, kind: str) -> frozenset[str]:
+        return self._by_kind()[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_kind())
+
+    def __len__(self) -> int:
+        return len(self._by_kind())
 
 
 _TOUCHED = """
@@ -344,20 +352,3 @@ def touched_by(con: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> Touc
         values(ch.get("models")),
         values(ch.get("call_sites")),
     )
-
-
-def covers(rule: Rule, touched: Touched) -> bool:
-    """Could the batch have changed this rule's value?"""
-    kind, value = rule.scope.kind, rule.scope.value
-    if not touched:
-        return False
-    if kind == "global":
-        return True
-    pool = {
-        "tenant": touched.tenants,
-        "agent": touched.agents,
-        "model": touched.models,
-        "call_site": touched.call_sites,
-        "run": touched.traces,
-    }[kind]
-    return value in pool

@@ -10,9 +10,11 @@ an exhausted tenant budget is refused before it spends anything)::
     if not decision.allowed:
         emit(decision.event()); stop with cause "budget_exceeded", detail decision.detail
 
+(``HttpSource`` and ``current_trace_id`` belong to the harness: :mod:`collector.harness.fleet_gate`.)
+
 A rule covers a call when its scope matches the call's tenant / agent / model /
-call site / trace (global rules cover everything). Only spend rules are
-enforced; metric rules alert. A rule is spent when spend >= limit.
+call site / trace (global rules cover everything; :func:`.rules.covers`).
+Only spend rules are enforced; metric rules alert. A rule is spent when spend >= limit.
 
 The ledger sees a run's spans only once they are exported and ingested, so the
 harness passes its own live count (``run_spent_usd``): for rules that cover the
@@ -22,17 +24,12 @@ Model- and call-site-scoped rules use the ledger alone (the run's count is not
 split by model), and so does every windowed rule when no ``trace_id`` is given
 (the run's exported charges could not be told apart, and counting them twice
 would refuse early).
-
-:class:`HttpSource` fails open by default (a budget server that is down must not
-stop every agent); pass ``fail_open=False`` to refuse instead.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,31 +37,24 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 import duckdb
-from opentelemetry import trace as otel_trace
 
 from ledger import conventions as c
-from ledger import settings
 
 from .evaluate import measure_query
-from .rules import BudgetError, Level, Rule, decimal_str, format_money, level_for, parse_money
+from .rules import BudgetError, Level, Rule, ScopeValues, decimal_str, format_money, level_for, parse_money
 from .store import list_rules
 from .windows import Clock, Window, system_clock, window_for
 
 __all__ = [
-    "CHECK_PATH",
     "BudgetGate",
     "BudgetSource",
     "CallScope",
     "Decision",
-    "HttpSource",
     "LedgerSource",
     "check_request",
-    "covers_call",
-    "current_trace_id",
     "decide",
 ]
 
-CHECK_PATH = "/v1/budgets/check"
 _WHOLE_RUN_SCOPES = ("global", "tenant", "agent", "run")
 
 
@@ -83,6 +73,12 @@ class CallScope:
         d: dict[str, Any] = {k: getattr(self, k) for k in ("tenant", "agent", "model", "call_site", "trace_id")}
         d["run_spent_usd"] = decimal_str(self.run_spent_usd)
         return d
+
+    def scope_values(self) -> ScopeValues:
+        """What the call carries, by scope kind (for :func:`.rules.covers` and ``list_rules``)."""
+        values = {"tenant": self.tenant, "agent": self.agent, "model": self.model, "call_site": self.call_site}
+        values["run"] = self.trace_id
+        return {kind: {v} for kind, v in values.items() if v}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CallScope:
@@ -159,33 +155,6 @@ class Decision:
         )
 
 
-def current_trace_id() -> str | None:
-    """The trace id of the OpenTelemetry span current on this thread, as 32 hex digits.
-
-    Under the harness's telemetry that is the run's root span, i.e. the trace
-    id its charges carry in the ledger; None outside any (valid) span.
-    """
-    ctx = otel_trace.get_current_span().get_span_context()
-    return format(ctx.trace_id, "032x") if ctx.is_valid else None
-
-
-def covers_call(rule: Rule, scope: CallScope) -> bool:
-    kind, value = rule.scope.kind, rule.scope.value
-    if kind == "global":
-        return True
-    return (
-        value is not None
-        and value
-        == {
-            "tenant": scope.tenant,
-            "agent": scope.agent,
-            "model": scope.model,
-            "call_site": scope.call_site,
-            "run": scope.trace_id,
-        }[kind]
-    )
-
-
 def _spent(con: duckdb.DuckDBPyConnection, rule: Rule, window: Window, scope: CallScope) -> Decimal:
     own = scope.run_spent_usd if rule.scope.kind in _WHOLE_RUN_SCOPES else None
     if window.kind == "run":
@@ -205,11 +174,7 @@ def _spent(con: duckdb.DuckDBPyConnection, rule: Rule, window: Window, scope: Ca
 
 def decide(con: duckdb.DuckDBPyConnection, scope: CallScope, now: datetime) -> Decision:
     """Check every enforced rule covering ``scope`` against the ledger."""
-    values = {"tenant": scope.tenant, "agent": scope.agent, "model": scope.model, "call_site": scope.call_site}
-    covering = {k: [v] for k, v in values.items() if v is not None}
-    if scope.trace_id:
-        covering["run"] = [scope.trace_id]
-    rules = [r for r in list_rules(con, covering=covering, metric="spend") if covers_call(r, scope)]
+    rules = list_rules(con, covering=scope.scope_values(), metric="spend")
     statuses: list[tuple[Decimal, Rule, Window, Decimal]] = []
     for rule in rules:
         if rule.window == "run" and not scope.trace_id and scope.run_spent_usd is None:
@@ -248,30 +213,6 @@ class LedgerSource:
         if cur is None:
             cur = self._local.cursor = self.con.cursor()
         return decide(cur, scope, self.clock())
-
-
-class HttpSource:
-    """Decides through a running server's ``POST /v1/budgets/check``."""
-
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 2.0, fail_open: bool = True) -> None:
-        self.url = url.rstrip("/") + CHECK_PATH
-        self.token = token if token is not None else settings.token()  # $TURNLEDGER_TOKEN, as the server asks
-        self.timeout, self.fail_open = timeout, fail_open
-
-    def decide(self, scope: CallScope) -> Decision:
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        req = urllib.request.Request(
-            self.url, data=json.dumps(scope.to_dict()).encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return Decision.from_dict(json.loads(resp.read()))
-        except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
-            verdict = "allowed (fail-open)" if self.fail_open else "refused (fail-closed)"
-            detail = f"budget check at {self.url} unavailable ({exc}); {verdict}"
-            return Decision(self.fail_open, None, detail, unavailable=True)
 
 
 class BudgetGate:

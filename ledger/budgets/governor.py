@@ -43,7 +43,7 @@ from ledger.ingest import IngestReport
 
 from .alerts import AlertBook, AlertEvent
 from .delivery import Deliverer, DeliveryAttempt
-from .evaluate import PROJECTION_LOOKBACK, Evaluation, covers, current, evaluate, evaluate_runs, touched_by
+from .evaluate import PROJECTION_LOOKBACK, Evaluation, current, evaluate, evaluate_runs, touched_by
 from .rules import Rule, WebhookTarget
 from .store import has_rules, insert_attempts, list_rules
 from .windows import Clock, system_clock
@@ -98,7 +98,7 @@ class Governor:
                 if not has_rules(con):  # measuring what a batch touched costs a scan of its runs
                     return []
                 touched = touched_by(con, report.traces)
-                rules = [r for r in list_rules(con, covering=touched.as_covering()) if covers(r, touched)]
+                rules = list_rules(con, covering=touched)
                 if not rules:
                     return []
                 cause = {

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
@@ -39,8 +39,10 @@ __all__ = [
     "MetricSpec",
     "Rule",
     "Scope",
+    "ScopeValues",
     "UnknownBudget",
     "WebhookTarget",
+    "covers",
     "decimal_str",
     "format_money",
     "level_for",
@@ -143,6 +145,11 @@ class Scope:
         return "global" if self.kind == "global" else f"{self.kind}={self.value}"
 
 
+ScopeValues = Mapping[str, Collection[str]]
+"""What a model call or an ingested batch carries, by scope kind:
+``{"tenant": {"acme"}, "model": {"claude-haiku-4-5"}, "run": {trace_id}}``."""
+
+
 _FORMATS = ("json", "slack")
 
 
@@ -199,9 +206,12 @@ class Rule:
     timezone: str = "UTC"
     webhooks: tuple[WebhookTarget, ...] = ()
     created_at: datetime | None = field(default=None, compare=False)
+    # A rule being created must have an addressable name; one read back from the table
+    # (or a document of it) is taken as stored, so one odd row never hides the others.
+    new: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+    def __post_init__(self, new: bool) -> None:
+        if new and not _NAME.match(self.name):
             raise BudgetError(
                 f"budget name {self.name!r}: use letters, digits and _.:@/- (up to 100), starting with a letter or digit"
             )
@@ -275,7 +285,18 @@ class Rule:
             metric=str(d.get("metric", "spend")),
             soft_fraction=d.get("soft_fraction"),
             timezone=str(d.get("timezone", "UTC")),
+            new=False,
         )
+
+
+def covers(rule: Rule, values: ScopeValues) -> bool:
+    """Does the rule apply to a call or batch carrying ``values``? Global rules apply to everything.
+
+    The one definition: ``store.list_rules(covering=...)`` narrows the table with the
+    same test in SQL, then confirms each rule with this one.
+    """
+    kind, value = rule.scope.kind, rule.scope.value
+    return kind == "global" or value in values.get(kind, ())
 
 
 def level_for(rule: Rule, value: Decimal | None) -> Level:

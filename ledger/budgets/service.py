@@ -1,10 +1,13 @@
-"""Budget operations as JSON-ready documents: one implementation for the CLI and the server.
+"""Budget operations as JSON-ready documents: one implementation for the CLI, the server and the dashboard.
 
 ``turnledger budget ...`` and ``turnledger alerts`` call these on the ledger
 file when they open it themselves; while ``turnledger serve`` owns the file
-they call the server's routes (:mod:`.client`), which call these same
-functions on the server's connection. Both print the same documents, so the
-output does not depend on the path taken.
+they call the server's routes (:mod:`.routes`, through ``collector.client``),
+which call these same functions on the server's connection. Both print the
+same documents, so the output does not depend on the path taken. The
+dashboard's budgets page shows :func:`budget_statuses` too, so a rule shows
+one value and level everywhere: the governor's (:func:`.evaluate.current`, in
+the rule's own time zone).
 
 Every value in a document is JSON-native: money and ratios are exact decimal
 strings (``"0.85"``), times ISO 8601 in UTC.
@@ -20,17 +23,27 @@ from typing import Any
 import duckdb
 
 from .alerts import AlertEvent, format_value
-from .evaluate import Evaluation, current
+from .evaluate import current
 from .governor import Governor
 from .rules import BudgetError, Rule, Scope, WebhookTarget, decimal_str, parse_money
-from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule
+from .store import (
+    add_rule,
+    get_rule,
+    latest_alerts,
+    list_alerts,
+    list_deliveries,
+    list_rules,
+    new_rule_id,
+    remove_rule,
+)
 from .windows import Clock, system_clock
 
 __all__ = [
     "add_budget",
     "alerts_doc",
     "budget_doc",
-    "budget_rows",
+    "budget_row",
+    "budget_statuses",
     "jsonable",
     "remove_budget",
     "rule_from_request",
@@ -54,7 +67,40 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _status_row(rule: Rule, ev: Evaluation | None) -> dict[str, Any]:
+def _rule_doc(rule: Rule) -> dict[str, Any]:
+    return {**rule.to_dict(), "created_at": rule.created_at, "description": rule.describe()}
+
+
+def budget_statuses(con: duckdb.DuckDBPyConnection, clock: Clock = system_clock) -> list[dict[str, Any]]:
+    """Every rule as it stands now: the rule's fields with ``now``, ``alerts_fired`` and ``last_alert``.
+
+    ``now`` is the rule's :class:`~.evaluate.Evaluation` (value, level, window in
+    the rule's time zone, projection; None for a per-run rule with no run yet):
+    what ``budget list`` prints (:func:`budget_row`), ``GET /api/budgets`` sends
+    and the dashboard's budgets page shows.
+    """
+    now = clock()
+    latest = latest_alerts(con)
+    out = []
+    for rule in list_rules(con):
+        ev = current(con, rule, now)
+        last = latest.get(rule.id)
+        out.append(
+            {
+                **_rule_doc(rule),
+                "now": ev.to_dict() if ev else None,
+                "alerts_fired": last["count"] if last else 0,
+                "last_alert": {k: v for k, v in last.items() if k != "count"} if last else None,
+            }
+        )
+    return jsonable(out)
+
+
+def budget_row(status: Mapping[str, Any]) -> dict[str, Any]:
+    """One line of ``budget list``: a :func:`budget_statuses` document with its values formatted for people."""
+    rule = Rule.from_dict(status)
+    ev = status["now"] or {}
+    value = ev.get("value")
     return {
         "id": rule.id,
         "name": rule.name,
@@ -63,16 +109,10 @@ def _status_row(rule: Rule, ev: Evaluation | None) -> dict[str, Any]:
         "window": rule.window,
         "limit": format_value(rule, rule.limit),
         "soft": rule.soft_fraction,
-        "value": format_value(rule, ev.value) if ev else "no data",
-        "level": ev.level if ev else "ok",
-        "projection": ev.projection.describe() if ev and ev.projection else "",
+        "value": format_value(rule, None if value is None else Decimal(value)),
+        "level": ev.get("level", "ok"),
+        "projection": (ev.get("projection") or {}).get("text", ""),
     }
-
-
-def budget_rows(con: duckdb.DuckDBPyConnection, clock: Clock = system_clock) -> list[dict[str, Any]]:
-    """``budget list``: every rule with its current value and level (values formatted for people)."""
-    now = clock()
-    return [_status_row(r, current(con, r, now)) for r in list_rules(con)]
 
 
 def budget_doc(con: duckdb.DuckDBPyConnection, id_or_name: str, clock: Clock = system_clock) -> dict[str, Any]:
@@ -82,7 +122,7 @@ def budget_doc(con: duckdb.DuckDBPyConnection, id_or_name: str, clock: Clock = s
     alerts = list_alerts(con, budget=rule.id, limit=10)
     return jsonable(
         {
-            "rule": {**rule.to_dict(), "created_at": rule.created_at, "description": rule.describe()},
+            "rule": _rule_doc(rule),
             "now": ev.to_dict() if ev else None,
             "alerts": [{k: v for k, v in x.items() if k != "figures"} for x in alerts],
         }
@@ -129,7 +169,7 @@ def rule_from_request(body: Mapping[str, Any]) -> Rule:
 def add_budget(con: duckdb.DuckDBPyConnection, rule: Rule | Mapping[str, Any]) -> dict[str, Any]:
     """Store a new rule; the stored rule with its one-line description."""
     stored = add_rule(con, rule if isinstance(rule, Rule) else rule_from_request(rule))
-    return jsonable({**stored.to_dict(), "created_at": stored.created_at, "description": stored.describe()})
+    return jsonable(_rule_doc(stored))
 
 
 def remove_budget(con: duckdb.DuckDBPyConnection, id_or_name: str) -> dict[str, Any]:

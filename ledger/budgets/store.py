@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from .rules import BudgetError, Rule, Scope, UnknownBudget, WebhookTarget
+from .rules import BudgetError, Rule, Scope, ScopeValues, UnknownBudget, WebhookTarget, covers
 from .windows import naive_utc
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ __all__ = [
     "has_rules",
     "insert_alerts",
     "insert_attempts",
+    "latest_alerts",
     "list_alerts",
     "list_deliveries",
     "list_rules",
@@ -58,18 +59,19 @@ def _rule(row: Sequence[Any]) -> Rule:
         timezone=tz or "UTC",
         webhooks=tuple(WebhookTarget(h["url"], h.get("format", "json")) for h in json.loads(hooks or "[]")),
         created_at=created.replace(tzinfo=UTC) if created else None,
+        new=False,
     )
 
 
 def list_rules(
     con: duckdb.DuckDBPyConnection,
     *,
-    covering: Mapping[str, Iterable[str]] | None = None,
+    covering: ScopeValues | None = None,
     metric: str | None = None,
 ) -> list[Rule]:
-    """Every rule, or only those whose scope is global or one of ``covering``'s
-    values (``{"tenant": ["acme"], "model": [...]}``), filtered in SQL so a ledger
-    with many tenants' rules costs no more to check than one with a few."""
+    """Every rule, or only those that :func:`~.rules.covers` ``covering``
+    (``{"tenant": ["acme"], "model": [...]}``). The table is narrowed in SQL first,
+    so a ledger with many tenants' rules costs no more to check than one with a few."""
     where, params = ["TRUE"], []
     if covering is not None:
         clauses = ["scope_kind = 'global'"]
@@ -85,7 +87,8 @@ def list_rules(
     rows = con.execute(
         f"SELECT {_RULE_COLUMNS} FROM budgets WHERE {' AND '.join(where)} ORDER BY created_at, name", params
     ).fetchall()
-    return [_rule(r) for r in rows]
+    rules = [_rule(r) for r in rows]
+    return rules if covering is None else [r for r in rules if covers(r, covering)]
 
 
 def has_rules(con: duckdb.DuckDBPyConnection) -> bool:
@@ -187,6 +190,15 @@ def alert_history(
     for key, level, window_key in rows:
         out[key].append((str(level), window_key))
     return out
+
+
+def latest_alerts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """Per rule id: its latest alert's level, time and value, and how many alerts it fired."""
+    rows = con.execute(
+        "SELECT budget_id, arg_max(level, fired_at), max(fired_at), arg_max(value, fired_at), count(*) "
+        "FROM alerts GROUP BY budget_id"
+    ).fetchall()
+    return {str(b): {"level": lv, "fired_at": at, "value": v, "count": int(n)} for b, lv, at, v, n in rows}
 
 
 def list_alerts(

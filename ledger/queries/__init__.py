@@ -11,7 +11,7 @@ that name, refusing anything not registered.
 
 from __future__ import annotations
 
-from .budgets import alert_history, budget_events, budget_status, run_budget_limits
+from .budgets import alert_history, budget_events, run_budget_limits
 from .core import (
     CACHE_HEALTHY,
     CACHE_WEAK,
@@ -62,7 +62,6 @@ __all__ = [
     "UnknownQuery",
     "alert_history",
     "budget_events",
-    "budget_status",
     "cache_hit_rate",
     "cache_verdict",
     "call_site_attribution",

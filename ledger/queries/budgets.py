@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from ledger import conventions as c
-from ledger.terms import usd_sum
 
 from .core import NO_FILTERS, Filters, Query, filtered, query
 
-__all__ = ["alert_history", "budget_events", "budget_status", "run_budget_limits"]
+__all__ = ["alert_history", "budget_events", "run_budget_limits"]
 
 _BUDGET_EVENTS = f"('{c.EVENT_BUDGET_WARN}', '{c.EVENT_BUDGET_STOP}')"
 
@@ -27,42 +26,6 @@ def budget_events(f: Filters = NO_FILTERS, limit: int = 200) -> Query:
 FROM guard_events g JOIN fr USING (trace_id) WHERE g.name IN {_BUDGET_EVENTS}
 ORDER BY g.time DESC, g.trace_id LIMIT ?""",
         [*p, int(limit)],
-    )
-
-
-@query
-def budget_status() -> Query:
-    """Each budget rule with the spend in its current window (spend budgets) and its latest alert.
-
-    Windows are evaluated at query time in UTC: ``day``/``month`` from the start
-    of the calendar period, ``rolling_*`` back from now. Per-run budgets and
-    non-spend metrics have no single current value here; their latest alert is.
-    """
-    return Query(
-        f"""WITH b AS (
-    SELECT *, CASE time_window
-        WHEN 'rolling_hour' THEN (now() AT TIME ZONE 'UTC') - INTERVAL 1 HOUR
-        WHEN 'rolling_day' THEN (now() AT TIME ZONE 'UTC') - INTERVAL 1 DAY
-        WHEN 'day' THEN date_trunc('day', now() AT TIME ZONE 'UTC')
-        WHEN 'month' THEN date_trunc('month', now() AT TIME ZONE 'UTC') END AS window_start
-    FROM budgets
-),
-latest AS (
-    SELECT budget_id, arg_max(level, fired_at) AS last_level, max(fired_at) AS last_alert_at,
-           arg_max(value, fired_at) AS last_alert_value, count(*) AS alerts
-    FROM alerts GROUP BY budget_id
-)
-SELECT b.id, b.name, b.scope_kind, b.scope_value, b.time_window, b.metric, b.limit_value AS limit_usd,
-       b.soft_fraction, b.window_start,
-       CASE WHEN b.metric = 'spend' AND b.window_start IS NOT NULL THEN (
-           SELECT coalesce(sum({usd_sum("ch")}), 0) FROM charges ch LEFT JOIN runs r USING (trace_id)
-           WHERE ch.start_time >= b.window_start
-             AND (b.scope_kind = 'global' OR (b.scope_kind = 'tenant' AND ch.tenant = b.scope_value)
-                  OR (b.scope_kind = 'agent' AND r.agent_name = b.scope_value)
-                  OR (b.scope_kind = 'model' AND ch.model = b.scope_value)
-                  OR (b.scope_kind = 'call_site' AND ch.call_site = b.scope_value))) END AS current_usd,
-       latest.last_level, latest.last_alert_at, latest.last_alert_value, coalesce(latest.alerts, 0) AS alerts
-FROM b LEFT JOIN latest ON latest.budget_id = b.id ORDER BY b.name, b.id""",
     )
 
 

@@ -13,7 +13,8 @@ from ledger import conventions as c
 from ledger import queries as q
 from ledger.budgets import Governor, Rule, Scope, add_rule, evaluate, get_rule, new_rule_id
 from ledger.budgets import governor as governor_module
-from ledger.budgets.evaluate import covers, touched_by
+from ledger.budgets.evaluate import touched_by
+from ledger.budgets.rules import covers
 from ledger.ingest import ingest
 from tests.conftest import SAMPLES
 

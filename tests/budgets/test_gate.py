@@ -24,6 +24,7 @@ from opentelemetry.trace import StatusCode
 from collector.cli.serve import build_server
 from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import AgentConfig, AgentResult, Runtime, Tool, run_agent
+from collector.harness.fleet_gate import HttpSource, current_trace_id
 from collector.harness.telemetry import InMemorySpanExporter, Telemetry, start_telemetry
 from collector.receiver import CollectorServer, ServerConfig
 from ledger import conventions as c
@@ -33,13 +34,11 @@ from ledger.budgets import (
     CallScope,
     Decision,
     Governor,
-    HttpSource,
     LedgerSource,
     Rule,
     Scope,
     add_rule,
     check_request,
-    current_trace_id,
     decide,
     list_alerts,
     new_rule_id,

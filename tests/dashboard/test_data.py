@@ -65,7 +65,7 @@ def _unregistered(name: str):  # type: ignore[no-untyped-def]
 
 
 class FakeClient:
-    """Stands in for collector.client.QueryClient: records what would go on the wire."""
+    """Stands in for collector.client.ServerClient: records what would go on the wire."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, object]]] = []

@@ -21,7 +21,7 @@ def one(df):  # type: ignore[no-untyped-def]
 def test_new_builders_are_registered_and_exported():
     for name in ("filter_values", "time_bounds", "charge_totals", "cost_histogram", "cost_by_turns", "typical_run",
                  "find_runs", "run_header", "run_trace_tree", "run_guard_events", "run_budget_limits",
-                 "loop_trips_over_time", "loop_trip_runs", "loop_spend", "budget_events", "budget_status",
+                 "loop_trips_over_time", "loop_trip_runs", "loop_spend", "budget_events",
                  "alert_history", "price_sources"):  # fmt: skip
         assert q.QUERIES[name] is getattr(q, name) and name in q.__all__
 
@@ -121,7 +121,7 @@ def test_budget_events_status_alerts_and_price_sources(sample_db, rows):
     events = one(rows(sample_db, q.budget_events()))
     assert events["trace_id"] == BUDGET_RUN and events["level"] == "warn"
     assert events["spent_usd"] == pytest.approx(0.82) and events["limit_usd"] == 1.0
-    assert rows(sample_db, q.budget_status()).empty and rows(sample_db, q.alert_history()).empty
+    assert rows(sample_db, q.alert_history()).empty
     prices = rows(sample_db, q.price_sources()).set_index("model")
     assert prices.loc["mystery-model-1", "price_source"] == "unpriced"
     assert prices.loc["claude-opus-5", "usd"] == pytest.approx(11.52175)

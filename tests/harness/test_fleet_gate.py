@@ -13,8 +13,9 @@ from collector.harness import (
     Tool,
     run_agent,
 )
+from collector.harness.fleet_gate import HttpSource
 from ledger import conventions as c
-from ledger.budgets import BudgetGate, CallScope, Decision, HttpSource, LedgerSource, Rule, Scope, add_rule
+from ledger.budgets import BudgetGate, CallScope, Decision, LedgerSource, Rule, Scope, add_rule
 from ledger.store import open_ledger
 
 CONFIG = AgentConfig(agent_name="support-agent", call_site="triage")

@@ -11,10 +11,11 @@ from decimal import Decimal
 
 from collector.cli import main
 from collector.cli.serve import build_server
+from collector.client import ServerClient
+from collector.harness.fleet_gate import HttpSource
 from collector.receiver import ServerConfig
 from collector.receiver.app import ReceiverHTTPServer
-from ledger.budgets import BudgetGate, CallScope, Governor, HttpSource, ManualClock, WebhookTarget
-from ledger.budgets.client import BudgetClient
+from ledger.budgets import BudgetGate, CallScope, Governor, ManualClock, WebhookTarget
 from ledger.store import open_ledger
 from tests.budgets.conftest import NOON_ISH, spend_spans
 
@@ -90,7 +91,7 @@ def test_stop_delivers_and_records_the_last_alert_before_the_ledger_closes(tmp_p
     clock = ManualClock(NOON_ISH)
     governor = Governor(clock=clock)
     server = build_server(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), governor=governor).start()
-    BudgetClient(server.url).add_budget(
+    ServerClient(server.url).add_budget(
         {"name": "acme-daily", "scope": "tenant=acme", "limit": "1", "webhooks": [receiver.url + "/last"]}
     )
     receiver.script["/last"] = ["slow:1.0", "slow:1.0"]  # still in flight when the server is told to stop
@@ -117,7 +118,7 @@ def test_budget_routes_need_the_token_and_name_what_is_wrong(tmp_path):
         assert request(f"{server.url}/api/budgets").status == 401
         assert BudgetGate(HttpSource(server.url, token="wrong")).check(ACME).unavailable  # refused: fails open
 
-        client = BudgetClient(server.url, token="s3cret")
+        client = ServerClient(server.url, token="s3cret")
         added = client.add_budget({"name": "acme-daily", "scope": "tenant=acme", "limit": "1.00"})
         assert added["description"] == "acme-daily (spend >= $1, tenant=acme, day)"
         client.add_budget(
@@ -172,7 +173,7 @@ def test_webhook_targets_given_to_the_governor_get_every_alert(tmp_path, receive
     governor = Governor(clock=clock, webhooks=[WebhookTarget(receiver.url + "/all", "slack")])
     server = build_server(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), governor=governor).start()
     try:
-        BudgetClient(server.url).add_budget({"name": "global-daily", "limit": "0.50", "soft_fraction": 1})
+        ServerClient(server.url).add_budget({"name": "global-daily", "limit": "0.50", "soft_fraction": 1})
         assert post_otlp(server.url, otlp_json(spend_spans("0.60", at=clock()))).status == 200
         (post,) = receiver.wait_for("/all", 1)
         assert "EXCEEDED" in post.body["text"] and "global-daily" in post.body["text"]

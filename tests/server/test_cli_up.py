@@ -14,7 +14,7 @@ import pytest
 
 from collector.cli import main
 from collector.cli.serve import load_samples_if_empty
-from collector.client import QueryClient
+from collector.client import ServerClient
 
 from .conftest import ROOT, free_port, request, start_cli
 
@@ -64,7 +64,7 @@ def test_up_starts_both_loads_samples_and_ctrl_c_stops_both(tmp_path):
         assert "loaded" in out and "sample spans" in out
         assert f"dashboard  http://127.0.0.1:{dash}" in out
         assert f"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:{port}" in out
-        client = QueryClient(f"http://127.0.0.1:{port}")
+        client = ServerClient(f"http://127.0.0.1:{port}")
         assert client.healthy()
         assert client.query("cost_per_run")["runs"][0] >= 7  # the sample scenarios' runs
         assert _wait(lambda: _listening(dash) and request(f"http://127.0.0.1:{dash}/_stcore/health").status == 200)

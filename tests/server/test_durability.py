@@ -11,7 +11,7 @@ import signal
 import threading
 from decimal import Decimal
 
-from collector.client import QueryClient
+from collector.client import ServerClient
 
 from .conftest import free_port, otlp_json, post_otlp, run_spans, start_cli, wait_healthy
 
@@ -59,7 +59,7 @@ def test_acknowledged_spans_survive_kill_9(tmp_path):
 
         proc = start_cli("serve", "--port", str(port), "--db", str(db))
         wait_healthy(url)
-        client = QueryClient(url)
+        client = ServerClient(url)
         present = set(client.query("runs_table", limit=1_000_000)["trace_id"])
         missing = [t for t in acknowledged if t not in present]
         assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged runs lost"

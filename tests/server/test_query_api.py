@@ -1,4 +1,4 @@
-"""The named-query API and QueryClient: same answers as the file, typed parameters, auth, streaming reads."""
+"""The named-query API and its client: same answers as the file, typed parameters, auth, streaming reads."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from collector.client import QueryClient, QueryError
+from collector.client import ServerClient
 from collector.receiver import CollectorServer, ServerConfig
 from ledger import queries as q
 from ledger.content import load_context
+from ledger.errors import ServerError
 
 from .conftest import ROOT, count, otlp_json, post_otlp, request, run_spans
 
@@ -39,14 +40,14 @@ def _default_call(name: str, trace_id: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("name", sorted(q.QUERIES))
 def test_every_named_query_answers_what_the_file_answers(loaded, name):
-    client = QueryClient(loaded.url)
+    client = ServerClient(loaded.url)
     trace_id = count(loaded, "SELECT trace_id FROM runs ORDER BY usd_total DESC LIMIT 1")
     kwargs = _default_call(name, trace_id)
     with loaded.readers.connection() as cur:
         try:
             expected = q.run(cur, q.QUERIES[name](**kwargs))
         except Exception as exc:  # a builder broken on the file is broken through the API too
-            with pytest.raises(QueryError) as err:
+            with pytest.raises(ServerError) as err:
                 client.query(name, **kwargs)
             assert err.value.status == 500, exc
             return
@@ -60,7 +61,7 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_filters_and_builder_arguments_are_typed(loaded):
-    client = QueryClient(loaded.url)
+    client = ServerClient(loaded.url)
     by_model = client.query("cache_hit_rate", by="model", tenant="acme", since=datetime(2026, 1, 1))
     with loaded.readers.connection() as cur:
         expected = q.run(cur, q.cache_hit_rate(q.Filters(since=datetime(2026, 1, 1), tenant="acme"), by="model"))
@@ -108,7 +109,7 @@ def test_json_format_keeps_money_exact(loaded):
 
 
 def test_context_endpoint_returns_the_captured_payload(loaded):
-    client = QueryClient(loaded.url)
+    client = ServerClient(loaded.url)
     trace_id, span_id = (
         loaded.con.cursor()
         .execute("SELECT trace_id, span_id FROM contexts ORDER BY payload_bytes DESC LIMIT 1")
@@ -125,7 +126,7 @@ def test_a_half_read_result_never_poisons_a_pooled_connection(loaded):
     with loaded.readers.connection() as cur:
         cur.execute("SELECT * FROM spans").fetchone()  # DuckDB now refuses other work on `cur` until dropped
     # the pool is LIFO: the API's next query gets that very connection
-    assert QueryClient(loaded.url).query("cost_per_run")["runs"][0] == runs
+    assert ServerClient(loaded.url).query("cost_per_run")["runs"][0] == runs
 
 
 def test_query_listing_describes_parameters(server):
@@ -146,12 +147,12 @@ def test_token_guards_ingest_and_queries_but_not_healthz(make_server):
         assert request(f"{server.url}/api/context/{'a' * 32}/{'b' * 16}", headers=headers).status == 401
     assert count(server, "SELECT count(*) FROM spans") == 0
     assert server.writer.stats.batches == 0
-    assert QueryClient(server.url).healthy()  # /healthz needs no token
-    with pytest.raises(QueryError) as err:
-        QueryClient(server.url).query("cost_per_run")
+    assert ServerClient(server.url).healthy()  # /healthz needs no token
+    with pytest.raises(ServerError) as err:
+        ServerClient(server.url).query("cost_per_run")
     assert err.value.status == 401
     assert post_otlp(server.url, body, headers={"Authorization": "Bearer s3cret-token"}).status == 200
-    assert QueryClient(server.url, token="s3cret-token").query("cost_per_run")["runs"][0] == 1
+    assert ServerClient(server.url, token="s3cret-token").query("cost_per_run")["runs"][0] == 1
 
 
 def test_healthz(server):
@@ -159,12 +160,12 @@ def test_healthz(server):
     assert r.status == 200
     health = r.json()
     assert health["status"] == "ok" and health["writer"]["alive"] and health["queued_spans"] == 0
-    assert not QueryClient("http://127.0.0.1:9").healthy()  # nothing listens there: False, no exception
+    assert not ServerClient("http://127.0.0.1:9").healthy()  # nothing listens there: False, no exception
 
 
 def test_queries_keep_answering_while_spans_stream_in_and_new_spans_show_within_2s(server):
     """A dashboard polling while an agent fleet exports: no query fails, every acknowledged run is visible fast."""
-    client = QueryClient(server.url)
+    client = ServerClient(server.url)
     stop = threading.Event()
     query_errors: list[Exception] = []
     answered = [0]
