@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ledger.ingest as li
 from benchmarks.ingest_throughput import workload
+from ledger.rows import default_prices
 from ledger.store import open_ledger
 
 HOUR_NS = 3600 * 10**9
@@ -50,7 +51,7 @@ def main() -> None:
     a = ap.parse_args()
     print(f"# runs rebuild vs ledger size  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
     print(f"{'spans in ledger':>16} {'runs rebuilt':>13} {'all spans read':>15} {'time-bounded':>13} {'ratio':>6}")
-    prices = li._default_prices()
+    prices = default_prices()
     with tempfile.TemporaryDirectory() as tmp:
         con = open_ledger(Path(tmp) / "ledger.duckdb")
         total = 0

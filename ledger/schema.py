@@ -3,15 +3,19 @@
 Each migration runs once, inside a transaction, and its number is written to
 ``schema_migrations``; opening a database runs whatever is missing, so
 re-running is always safe. Add a migration; never edit an applied one.
+
+The tables as they stand after every migration are declared in
+``ledger.tables``; a new price term's columns come from ``add_term_columns``.
 """
 
 from __future__ import annotations
 
 import duckdb
 
-__all__ = ["MIGRATIONS", "migrate", "schema_version"]
+from . import terms
+from .tables import USD, term_columns
 
-USD = "DECIMAL(38, 12)"  # exact money: sums of millions of sub-cent charges stay exact
+__all__ = ["MIGRATIONS", "add_term_columns", "migrate", "schema_version"]
 
 _V1_TABLES = f"""
 CREATE TABLE spans (
@@ -211,6 +215,20 @@ CREATE TABLE runs_pending (
     first_start TIMESTAMP_NS NOT NULL  -- earliest start among the trace's spans not yet in its runs row
 );
 """
+
+
+def add_term_columns(key: str) -> str:
+    """The migration for a new entry in ``TERMS``: its columns in charges and runs, 0 in the rows already there.
+
+    Listed as ``(N, "<term> price term", add_term_columns("<key>"))``.
+    """
+    columns = term_columns(terms.term(key))
+    return "".join(
+        f"ALTER TABLE {table} ADD COLUMN {c.name} {c.sql_type} NOT NULL DEFAULT 0;\n"
+        for table in ("charges", "runs")
+        for c in columns
+    )
+
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial tables", _V1_TABLES),
