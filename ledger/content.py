@@ -54,7 +54,13 @@ def _redacted(raw: str) -> str:
     return _dumps(redact(json.loads(raw)))
 
 
-_CONTEXT_ROW = table("contexts").row
+_CONTEXT_ROW = table("contexts").compile_row(
+    "trace_id, span_id, envelope, system, tools, node, size",
+    {
+        "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
+        "tools_block": "tools", "messages_node": "node", "payload_bytes": "size",
+    },
+)  # fmt: skip
 
 
 @dataclass
@@ -88,10 +94,7 @@ class ContextRows:
                 self.nodes.setdefault((trace_id, nxt), (node, block))
                 node = nxt
         size = len(_dumps(payload).encode())
-        self.contexts.append(_CONTEXT_ROW({
-            "trace_id": trace_id, "span_id": span_id, "envelope": _dumps(envelope), "system_block": system,
-            "tools_block": tools, "messages_node": node, "payload_bytes": size,
-        }))  # fmt: skip
+        self.contexts.append(_CONTEXT_ROW(trace_id, span_id, _dumps(envelope), system, tools, node, size))
 
 
 def _bodies(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> dict[str, Any]:

@@ -65,10 +65,13 @@ class TokenCounts:
     __slots__ = ("by_term", "reasoning")
 
     def __init__(self, *, reasoning: int = 0, **by_term: int) -> None:
-        known = {t.key: by_term.pop(t.key, 0) for t in terms.TERMS}
-        if by_term:
-            raise TypeError(f"no price term {sorted(by_term)!r}; the terms are {list(known)!r}")
-        self.by_term = known
+        keys = _keys(terms.TERMS)
+        if by_term.keys() != keys.all:  # normalize passes every term; others may leave some out
+            unknown = by_term.keys() - keys.all
+            if unknown:
+                raise TypeError(f"no price term {sorted(unknown)!r}; the terms are {list(keys.ordered)!r}")
+            by_term = {k: by_term.get(k, 0) for k in keys.ordered}
+        self.by_term = by_term
         self.reasoning = reasoning  # informational: already inside `output`, priced as output
 
     def __getattr__(self, name: str) -> int:  # only called for names that are not slots: the term keys
@@ -88,7 +91,22 @@ class TokenCounts:
 
     @property
     def total_input(self) -> int:
-        return sum(self.by_term[t.key] for t in terms.TERMS if t.input_side)
+        by_term = self.by_term
+        return sum([by_term[k] for k in _keys(terms.TERMS).input_side])
+
+
+@dataclass(frozen=True, slots=True)
+class _TermKeys:
+    ordered: tuple[str, ...]
+    all: frozenset[str]
+    input_side: tuple[str, ...]
+
+
+@lru_cache(maxsize=8)
+def _keys(terms_now: tuple[terms.PriceTerm, ...]) -> _TermKeys:
+    """The term keys, worked out once per set of terms (TokenCounts are built per charge)."""
+    ordered = tuple(t.key for t in terms_now)
+    return _TermKeys(ordered, frozenset(ordered), tuple(t.key for t in terms_now if t.input_side))
 
 
 @dataclass(slots=True)  # not frozen: built per charge at ingest, where frozen is 6x slower (read-only)
@@ -228,13 +246,25 @@ def _usd(value: Decimal) -> Decimal:
     return value.quantize(_USD_PLACES, rounding=ROUND_HALF_EVEN)
 
 
-def _price_terms(prices: ModelPrice, tokens: TokenCounts, source: str, version: str) -> PricedCall:
+@dataclass(frozen=True, slots=True)
+class _UnitPrices:
+    """One model's price per MTok for every term, resolved once per model and day."""
+
+    by_term: tuple[tuple[str, Decimal | TieredPrices | None], ...]  # (term key, price)
+    tiered: bool
+
+
+def _unit_prices(prices: ModelPrice) -> _UnitPrices:
+    by_term = tuple((t.key, _unit_price(prices, t)) for t in terms.TERMS)
+    return _UnitPrices(by_term, any(isinstance(p, TieredPrices) for _, p in by_term))
+
+
+def _price_terms(unit_prices: _UnitPrices, tokens: TokenCounts, source: str, version: str) -> PricedCall:
     """Each term's unit price times its tokens; tiers are chosen by the call's total input tokens."""
     counts = tokens.by_term
-    total_in = tokens.total_input
-    usd = {
-        t.key: _usd(calc_unit_price(_unit_price(prices, t), counts[t.key], total_in, _PER_MTOK)) for t in terms.TERMS
-    }
+    # Only tiered prices read the total (as in genai-prices), and most prices are flat.
+    total_in = tokens.total_input if unit_prices.tiered else 0
+    usd = {key: _usd(calc_unit_price(price, counts[key], total_in, _PER_MTOK)) for key, price in unit_prices.by_term}
     return PricedCall(usd, source, version)
 
 
@@ -262,19 +292,27 @@ class PriceBook:
         return cls(overrides)
 
     def price(self, provider: str | None, model: str, tokens: TokenCounts, when: datetime | None = None) -> PricedCall:
+        terms_now = terms.TERMS
         if not model:
-            return _unpriced(terms.TERMS)
+            return _unpriced(terms_now)
         day = (when or datetime.now(UTC)).date()
-        found = self._lookup((provider or "").lower(), model.lower(), day)
+        found = self._lookup((provider or "").lower(), model.lower(), day, terms_now)
         if found is None:
-            return _unpriced(terms.TERMS)
-        prices, source, version = found
-        return _price_terms(prices, tokens, source, version)
+            return _unpriced(terms_now)
+        unit_prices, source, version = found
+        return _price_terms(unit_prices, tokens, source, version)
 
     def is_priced(self, provider: str | None, model: str, when: datetime | None = None) -> bool:
         return not self.price(provider, model, TokenCounts(), when).unpriced
 
-    def _resolve(self, provider: str, model: str, day: date) -> tuple[ModelPrice, str, str] | None:
+    def _resolve(
+        self, provider: str, model: str, day: date, _terms: tuple[terms.PriceTerm, ...]
+    ) -> tuple[_UnitPrices, str, str] | None:
+        """Each term's unit price for this model on this day (cached: the terms are in the key, for tests)."""
+        found = self._model_price(provider, model, day)
+        return None if found is None else (_unit_prices(found[0]), *found[1:])
+
+    def _model_price(self, provider: str, model: str, day: date) -> tuple[ModelPrice, str, str] | None:
         bare = _DATE_SUFFIX.sub("", model)
         for o in reversed(self.overrides):
             if (

@@ -9,10 +9,10 @@ declares (``ledger.tables``); the price terms' columns come from ``TERMS``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import orjson
@@ -177,8 +177,51 @@ def _ipc_bytes(data: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
+# Each table's row, column by column: a Python expression over the row function's parameters.
+_SPAN_ROW = table("spans").compile_row(
+    "s, tenant, operation, attributes, resource, events, ingested_at",
+    {
+        "trace_id": "s.trace_id", "span_id": "s.span_id", "parent_span_id": "s.parent_span_id", "name": "s.name",
+        "kind": "s.kind", "operation": "operation", "tenant": "tenant", "start_time": "s.start_ns",
+        "end_time": "s.end_ns", "status_code": "s.status_code", "status_message": "s.status_message",
+        "attributes": "attributes", "resource": "resource", "events": "events", "scope_name": "s.scope_name",
+        "scope_version": "s.scope_version", "ingested_at": "ingested_at",
+    },
+)  # fmt: skip
+_GUARD_EVENT_ROW = table("guard_events").compile_row(
+    "s, seq, e, attributes",
+    {
+        "trace_id": "s.trace_id", "span_id": "s.span_id", "seq": "seq", "name": "e.name", "time": "e.time_ns",
+        "shape": "e.attributes.get('shape')", "action": "e.attributes.get('action')",
+        "tool": "e.attributes.get('tool')", "cause": "e.attributes.get('cause')", "attributes": "attributes",
+    },
+)  # fmt: skip
+_BLOCK_ROW = table("content_blocks").compile_row("block_hash, body", {"hash": "block_hash", "body": "body"})
+_CHAIN_ROW = table("message_chain").compile_row(
+    "trace_id, node, prev, block", {"trace_id": "trace_id", "node": "node", "prev": "prev", "block": "block"}
+)
+
+
+@cache
+def _charge_row(_terms: tuple[terms.PriceTerm, ...]) -> Callable[..., tuple[Any, ...]]:
+    """The charges row for these terms: each term's tokens and dollars by its key."""
+    values = {
+        "trace_id": "s.trace_id", "span_id": "s.span_id", "parent_span_id": "s.parent_span_id",
+        "call_id": "call.call_id", "start_time": "s.start_ns", "latency_ms": "(s.end_ns - s.start_ns) / 1e6",
+        "tenant": "tenant", "call_site": "call.call_site", "provider": "call.provider", "model": "call.model",
+        "attempt": "call.attempt", "retry_cause": "call.retry_cause", "status_code": "s.status_code",
+        "error_type": f"s.attributes.get({c.ERROR_TYPE!r})", "finish_reason": "call.finish_reason",
+        "reasoning_tokens": "call.tokens.reasoning", "unpriced": "priced.unpriced", "price_source": "priced.source",
+        "price_version": "priced.version", "token_convention": "call.convention",
+    }  # fmt: skip
+    for t in terms.TERMS:
+        values[t.tokens_column] = f"tokens[{t.key!r}]"
+        values[t.usd_column] = f"usd[{t.key!r}]"
+    return table("charges").compile_row("s, call, priced, tenant, tokens, usd", values)
+
+
 class _RowBuilder:
-    """Rows for each table, filled span by span: values by column name, kept as tuples."""
+    """Rows for each table, filled span by span as tuples (the cheapest Python row)."""
 
     def __init__(self, prices: PriceBook, redact_content: bool) -> None:
         self.prices = prices
@@ -190,10 +233,7 @@ class _RowBuilder:
         self.unpriced: set[str] = set()
         self.now_us = int(datetime.now(UTC).timestamp() * 1e6)
         self._resources: dict[int, str] = {}  # one OTLP request shares a resource dict across its spans
-        self._span_row = table("spans").row
-        self._charge_row = table("charges").row
-        self._event_row = table("guard_events").row
-        self._terms = [(t.key, t.tokens_column, t.usd_column) for t in terms.TERMS]
+        self._charge_row = _charge_row(terms.TERMS)
 
     def _resource(self, resource: dict[str, Any]) -> str:
         key = id(resource)
@@ -209,65 +249,31 @@ class _RowBuilder:
         events = "[]"
         if s.events:
             events = _dumps([{"name": e.name, "time_ns": e.time_ns, "attributes": e.attributes} for e in s.events])
-            self._guard_events(s)
-        self.spans.append(self._span_row({
-            "trace_id": s.trace_id, "span_id": s.span_id, "parent_span_id": s.parent_span_id, "name": s.name,
-            "kind": s.kind, "operation": _operation(s), "tenant": tenant, "start_time": s.start_ns,
-            "end_time": s.end_ns, "status_code": s.status_code, "status_message": s.status_message,
-            "attributes": _stored_attributes(attrs, plan, self.redact_content),
-            "resource": self._resource(s.resource), "events": events, "scope_name": s.scope_name,
-            "scope_version": s.scope_version, "ingested_at": self.now_us,
-        }))  # fmt: skip
-        self._charge(s, tenant)
+            for seq, e in enumerate(s.events):
+                if e.name in c.GUARD_EVENTS:
+                    self.events.append(_GUARD_EVENT_ROW(s, seq, e, _dumps(e.attributes)))
+        stored = _stored_attributes(attrs, plan, self.redact_content)
+        self.spans.append(_SPAN_ROW(s, tenant, _operation(s), stored, self._resource(s.resource), events, self.now_us))
+        call = model_call(s)
+        if call is not None:
+            when = datetime.fromtimestamp(s.start_ns / 1e9, UTC)
+            priced = self.prices.price(call.provider, call.model, call.tokens, when)
+            if priced.unpriced:
+                self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
+            self.charges.append(self._charge_row(s, call, priced, tenant, call.tokens.by_term, priced.usd))
         if plan.may_capture or s.events:
             payload = captured_payload(s)
             if payload is not None:
                 self.contexts.add(s.trace_id, s.span_id, payload)
 
-    def _guard_events(self, s: SpanRecord) -> None:
-        for seq, e in enumerate(s.events):
-            if e.name in c.GUARD_EVENTS:
-                ea = e.attributes
-                self.events.append(self._event_row({
-                    "trace_id": s.trace_id, "span_id": s.span_id, "seq": seq, "name": e.name, "time": e.time_ns,
-                    "shape": ea.get("shape"), "action": ea.get("action"), "tool": ea.get("tool"),
-                    "cause": ea.get("cause"), "attributes": _dumps(ea),
-                }))  # fmt: skip
-
-    def _charge(self, s: SpanRecord, tenant: str | None) -> None:
-        call = model_call(s)
-        if call is None:
-            return
-        when = datetime.fromtimestamp(s.start_ns / 1e9, UTC)
-        priced = self.prices.price(call.provider, call.model, call.tokens, when)
-        if priced.unpriced:
-            self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
-        values = {
-            "trace_id": s.trace_id, "span_id": s.span_id, "parent_span_id": s.parent_span_id,
-            "call_id": call.call_id, "start_time": s.start_ns, "latency_ms": (s.end_ns - s.start_ns) / 1e6,
-            "tenant": tenant, "call_site": call.call_site, "provider": call.provider, "model": call.model,
-            "attempt": call.attempt, "retry_cause": call.retry_cause, "status_code": s.status_code,
-            "error_type": s.attributes.get(c.ERROR_TYPE), "finish_reason": call.finish_reason,
-            "reasoning_tokens": call.tokens.reasoning, "unpriced": priced.unpriced, "price_source": priced.source,
-            "price_version": priced.version, "token_convention": call.convention,
-        }  # fmt: skip
-        tokens, usd = call.tokens.by_term, priced.usd
-        for key, tokens_column, usd_column in self._terms:
-            values[tokens_column] = tokens[key]
-            values[usd_column] = usd[key]
-        self.charges.append(self._charge_row(values))
-
     def by_table(self) -> dict[str, Rows]:
         ctx = self.contexts
-        block_row, chain_row = table("content_blocks").row, table("message_chain").row
         return {
             "spans": self.spans,
             "charges": self.charges,
             "guard_events": self.events,
-            "content_blocks": [block_row({"hash": h, "body": body}) for h, body in ctx.blocks.items()],
-            "message_chain": [
-                chain_row({"trace_id": t, "node": n, "prev": p, "block": b}) for (t, n), (p, b) in ctx.nodes.items()
-            ],
+            "content_blocks": [_BLOCK_ROW(h, body) for h, body in ctx.blocks.items()],
+            "message_chain": [_CHAIN_ROW(t, n, p, b) for (t, n), (p, b) in ctx.nodes.items()],
             "contexts": ctx.contexts,
         }
 

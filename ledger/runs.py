@@ -108,17 +108,14 @@ LEFT JOIN root USING (trace_id) LEFT JOIN ch USING (trace_id) LEFT JOIN ge USING
 
 @cache
 def _refresh_sql(_terms: tuple[PriceTerm, ...]) -> str:  # keyed by the terms, so a test can add one
-    columns = table("runs").names
-    values = _run_values()
-    if set(values) != set(columns):  # a column without a value (or a value without a column) is a bug here
-        raise AssertionError(f"runs rebuild out of step with the runs table: {sorted(set(values) ^ set(columns))}")
+    runs = table("runs")
     sums = (f"sum(c.{col}) AS {col}" for t in terms.TERMS for col in (t.tokens_column, t.usd_column))
     return _REFRESH.format(
-        columns=", ".join(columns),
+        columns=", ".join(runs.names),
         soft_failure=_attr("s", c.TOOL_SOFT_FAILURE),
         term_sums=",\n           ".join(sums),
         loop_trip=c.EVENT_LOOP_TRIP,
-        values=",\n    ".join(values[name] for name in columns),
+        values=",\n    ".join(runs.in_order(_run_values())),
     )
 
 

@@ -10,6 +10,8 @@ The tables as they stand after every migration are declared in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import duckdb
 
 from . import terms
@@ -217,20 +219,37 @@ CREATE TABLE runs_pending (
 """
 
 
-def add_term_columns(key: str) -> str:
+# A migration is SQL, or a function of the connection for changes SQL alone cannot make.
+Migration = str | Callable[[duckdb.DuckDBPyConnection], None]
+
+
+def add_term_columns(key: str) -> Migration:
     """The migration for a new entry in ``TERMS``: its columns in charges and runs, 0 in the rows already there.
 
     Listed as ``(N, "<term> price term", add_term_columns("<key>"))``.
     """
     columns = term_columns(terms.term(key))
-    return "".join(
-        f"ALTER TABLE {table} ADD COLUMN {c.name} {c.sql_type} NOT NULL DEFAULT 0;\n"
-        for table in ("charges", "runs")
-        for c in columns
-    )
+
+    def add_columns(con: duckdb.DuckDBPyConnection) -> None:
+        for table in ("charges", "runs"):
+            alters = [f"ALTER TABLE {table} ADD COLUMN {c.name} {c.sql_type} NOT NULL DEFAULT 0" for c in columns]
+            _alter_indexed(con, table, alters)
+
+    return add_columns
 
 
-MIGRATIONS: list[tuple[int, str, str]] = [
+def _alter_indexed(con: duckdb.DuckDBPyConnection, table: str, alters: list[str]) -> None:
+    """DuckDB refuses to alter a table an index depends on: drop its indexes, alter it, create them again."""
+    indexes = con.execute("SELECT index_name, sql FROM duckdb_indexes() WHERE table_name = ?", [table]).fetchall()
+    for name, _ in indexes:
+        con.execute(f'DROP INDEX "{name}"')
+    for alter in alters:
+        con.execute(alter)
+    for _, create in indexes:
+        con.execute(create)
+
+
+MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
     (3, "budget rules v2", _V3_BUDGET_RULES),
@@ -255,12 +274,15 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
     )
     current = schema_version(con)
-    for version, name, sql in MIGRATIONS:
+    for version, name, step in MIGRATIONS:
         if version <= current:
             continue
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute(sql)
+            if callable(step):
+                step(con)
+            else:
+                con.execute(step)
             con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, name])
             con.execute("COMMIT")
         except Exception:

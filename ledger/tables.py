@@ -11,7 +11,6 @@ No DuckDB import: the decoder processes build rows with this and never load it.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -63,14 +62,26 @@ class Table:
     def arrow_schema(self) -> pa.Schema:
         return pa.schema([(c.name, c.arrow_type) for c in self.columns])
 
-    @cached_property
-    def row(self) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
-        """Values by column name -> the row tuple in table order (a KeyError names a missing column).
+    def in_order(self, values: Mapping[str, str]) -> list[str]:
+        """One value per column, in table order; raises naming any column without a value (or the reverse)."""
+        if set(values) != set(self.names):
+            odd = sorted(set(values) ^ set(self.names))
+            raise ValueError(f"{self.name}: columns without a value or values without a column: {odd}")
+        return [values[name] for name in self.names]
 
-        Rows stay tuples (the cheapest Python row) until ``to_arrow``; the order is
-        taken from the declaration once, so building a row by name costs one dict.
+    def compile_row(self, params: str, values: Mapping[str, str]) -> Callable[..., tuple[Any, ...]]:
+        """A function ``(params) -> row tuple in table order``, from each column's value by name.
+
+        ``values`` maps every column to a Python expression over ``params``. Rows
+        are tuples (the cheapest Python row) until ``to_arrow``; compiling the
+        tuple in the declared order once, as ``namedtuple`` does, keeps building a
+        row by name as cheap as writing the tuple by hand (a dict per row costs
+        ~0.6 µs more, ~5% of ``prepare``).
         """
-        return operator.itemgetter(*self.names)
+        body = ", ".join(self.in_order(values))
+        namespace: dict[str, Any] = {}
+        exec(f"def {self.name}_row({params}):\n    return ({body},)", {}, namespace)  # our own expressions, no input
+        return namespace[f"{self.name}_row"]  # type: ignore[no-any-return]
 
     def to_arrow(self, rows: list[tuple[Any, ...]]) -> pa.Table:
         """Row tuples -> an Arrow table of exactly the declared types (so batches built apart concatenate)."""

@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # one object per term: compared and hashed by identity (cheap cache keys)
 class PriceTerm:
     key: str  # the attribute name on TokenCounts / PricedCall ("uncached_input", ...)
     tokens_column: str  # BIGINT token count in charges and runs

@@ -10,8 +10,8 @@ from collector.demo.samples import Trace, build
 from collector.otlp import read_file
 from ledger import conventions as c
 from ledger import ingest as ingest_module
-from ledger import runs as runs_module
 from ledger import queries as q
+from ledger import runs as runs_module
 from ledger.ingest import MAX_ATTRIBUTE_CHARS, ingest
 from ledger.schema import MIGRATIONS, migrate, schema_version
 
