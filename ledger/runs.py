@@ -127,6 +127,7 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
     DuckDB skips older row groups by their min/max and the cost follows the
     recent data, not the size of the ledger (without it, every span is read).
     """
+    sql = _refresh_sql(terms.TERMS)
     con.register("_touched", pa.table({"trace_id": trace_ids}))
     try:
         since = None
@@ -137,7 +138,7 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
             since = since_ns if earliest_run is None else min(since_ns, earliest_run)
         # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
         bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
-        con.execute(_refresh_sql(terms.TERMS).replace("$since", bound))
+        con.execute(sql.replace("$since", bound))
     finally:
         con.unregister("_touched")
 
