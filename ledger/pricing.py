@@ -37,6 +37,7 @@ __all__ = [
 _INPUT_PRICE = "input_mtok"  # the genai-prices unit other input-side prices default to
 _PER_MTOK = 1_000_000
 _USD_PLACES = Decimal("1e-12")  # matches the DECIMAL(38, 12) money columns
+_NO_USD = Decimal(0).quantize(_USD_PLACES)
 GENAI_PRICES_VERSION = importlib.metadata.version("genai-prices")
 
 # OTel provider names -> genai-prices provider ids, where they differ.
@@ -63,6 +64,14 @@ class TokenCounts:
     """
 
     __slots__ = ("by_term", "reasoning")
+
+    @classmethod
+    def of(cls, by_term: dict[str, int], reasoning: int = 0) -> TokenCounts:
+        """From a count for every term, unchecked: normalize builds one per charge (kwargs cost 3x as much)."""
+        counts = object.__new__(cls)
+        counts.by_term = by_term
+        counts.reasoning = reasoning
+        return counts
 
     def __init__(self, *, reasoning: int = 0, **by_term: int) -> None:
         keys = _keys(terms.TERMS)
@@ -264,7 +273,11 @@ def _price_terms(unit_prices: _UnitPrices, tokens: TokenCounts, source: str, ver
     counts = tokens.by_term
     # Only tiered prices read the total (as in genai-prices), and most prices are flat.
     total_in = tokens.total_input if unit_prices.tiered else 0
-    usd = {key: _usd(calc_unit_price(price, counts[key], total_in, _PER_MTOK)) for key, price in unit_prices.by_term}
+    usd = {}
+    for key, price in unit_prices.by_term:
+        count = counts[key]
+        # A term the call did not use costs nothing whatever its price (most calls skip one or two).
+        usd[key] = _usd(calc_unit_price(price, count, total_in, _PER_MTOK)) if count else _NO_USD
     return PricedCall(usd, source, version)
 
 
