@@ -55,9 +55,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import ledger.ingest as li  # noqa: E402
+import ledger.runs as lruns  # noqa: E402
+import ledger.write as lw  # noqa: E402
 from benchmarks.agent_workload import encode_protobuf, workload  # noqa: E402
 from collector.cli.serve import DEFAULT_DECODE_WORKERS  # noqa: E402
 from collector.otlp import decode_protobuf  # noqa: E402
+from ledger.rows import default_prices  # noqa: E402
 from ledger.store import CHECKPOINT_THRESHOLD, open_ledger  # noqa: E402
 
 BATCH = 512
@@ -76,14 +79,14 @@ def _median_rate(n: int, fn: Callable[[], object], repeats: int = 3) -> float:
 
 def decode_rates(bodies: list[bytes], n: int) -> tuple[float, float]:
     """(protobuf -> span records, protobuf -> ledger rows as Arrow tables): decoding, nothing stored."""
-    prices = li._default_prices()
+    prices = default_prices()
     decode = _median_rate(n, lambda: [decode_protobuf(b) for b in bodies])
     to_rows = _median_rate(n, lambda: [li.prepare(decode_protobuf(b), prices).to_arrow() for b in bodies])
     return decode, to_rows
 
 
 def _prepared(bodies: list[bytes], per_call: int) -> list[li.PreparedBatch]:
-    prices = li._default_prices()
+    prices = default_prices()
     spans = [s for b in bodies for s in decode_protobuf(b)]
     return [li.prepare(spans[i : i + per_call], prices).to_arrow() for i in range(0, len(spans), per_call)]
 
@@ -98,7 +101,7 @@ def raw_insert_rate(bodies: list[bytes], n: int, folder: Path) -> float:
         for b in batches:
             con.execute("BEGIN TRANSACTION")
             for name, table in b.tables.items():
-                li._insert(con, name, table)
+                lw._insert(con, name, table)
             con.execute("COMMIT")
         rates.append(n / (time.perf_counter() - t0))
         con.close()
@@ -125,7 +128,10 @@ def ingest_profile(bodies: list[bytes], folder: Path, per_call: int = 25_000) ->
     """ledger.ingest (prepare + write) over the same spans in 25k-span calls, with its stages timed."""
     spans = [s for b in bodies for s in decode_protobuf(b)]
     stages: dict[str, float] = {}
-    saved = {name: getattr(li, name) for name in ("prepare", "_insert", "refresh_runs")}
+    saved = {
+        (module, name): getattr(module, name)
+        for module, name in ((li, "prepare"), (lw, "_insert"), (lruns, "refresh_runs"))
+    }
     labels = {"prepare": "prepare (rows: normalize, price, redact, JSON, Arrow)"}
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -139,8 +145,8 @@ def ingest_profile(bodies: list[bytes], folder: Path, per_call: int = 25_000) ->
 
         return wrapper
 
-    for name, fn in saved.items():
-        setattr(li, name, timed(name, fn))
+    for (module, name), fn in saved.items():
+        setattr(module, name, timed(name, fn))
     refresh_first_last: list[float] = []
     try:
         con = open_ledger(folder / "profile.duckdb")
@@ -152,8 +158,8 @@ def ingest_profile(bodies: list[bytes], folder: Path, per_call: int = 25_000) ->
         total = time.perf_counter() - t0
         con.close()
     finally:
-        for name, fn in saved.items():
-            setattr(li, name, fn)
+        for (module, name), fn in saved.items():
+            setattr(module, name, fn)
     accounted = sum(stages.values())
     stages["commit and the rest"] = total - accounted
     stages["(refresh_runs: first call s)"] = refresh_first_last[0]

@@ -26,7 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ledger.ingest as li
+import ledger.runs as lruns
 from benchmarks.agent_workload import workload
+from ledger.rows import default_prices
 from ledger.store import open_ledger
 
 HOUR_NS = 3600 * 10**9
@@ -37,7 +39,7 @@ def _rebuild_ms(con, traces: list[str], since_ns: int | None) -> float:
     for _ in range(3):
         t = time.perf_counter()
         con.execute("BEGIN TRANSACTION")
-        li.refresh_runs(con, traces, since_ns=since_ns)
+        lruns.refresh_runs(con, traces, since_ns=since_ns)
         con.execute("ROLLBACK")
         times.append(time.perf_counter() - t)
     return min(times) * 1000
@@ -50,7 +52,7 @@ def main() -> None:
     a = ap.parse_args()
     print(f"# runs rebuild vs ledger size  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
     print(f"{'spans in ledger':>16} {'runs rebuilt':>13} {'all spans read':>15} {'time-bounded':>13} {'ratio':>6}")
-    prices = li._default_prices()
+    prices = default_prices()
     with tempfile.TemporaryDirectory() as tmp:
         con = open_ledger(Path(tmp) / "ledger.duckdb")
         total = 0

@@ -16,12 +16,15 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import orjson
 
 from .redact import redact
+from .tables import table
+
+if TYPE_CHECKING:  # the decoder processes build content rows and never load DuckDB
+    import duckdb
 
 __all__ = ["ContextRows", "load_context"]
 
@@ -51,6 +54,15 @@ def _redacted(raw: str) -> str:
     return _dumps(redact(json.loads(raw)))
 
 
+_CONTEXT_ROW = table("contexts").compile_row(
+    "trace_id, span_id, envelope, system, tools, node, size",
+    {
+        "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
+        "tools_block": "tools", "messages_node": "node", "payload_bytes": "size",
+    },
+)  # fmt: skip
+
+
 @dataclass
 class ContextRows:
     """Rows that payloads add to the content tables (duplicates are fine: INSERT OR IGNORE)."""
@@ -58,7 +70,7 @@ class ContextRows:
     redact_blocks: bool = True
     blocks: dict[str, str] = field(default_factory=dict)  # hash -> body
     nodes: dict[tuple[str, str], tuple[str | None, str]] = field(default_factory=dict)  # (trace, node) -> (prev, block)
-    contexts: list[tuple[str, str, str, str | None, str | None, str | None, int]] = field(default_factory=list)
+    contexts: list[tuple[Any, ...]] = field(default_factory=list)  # rows of the contexts table
 
     def _block(self, value: Any) -> str:
         body = _dumps(value)
@@ -82,7 +94,7 @@ class ContextRows:
                 self.nodes.setdefault((trace_id, nxt), (node, block))
                 node = nxt
         size = len(_dumps(payload).encode())
-        self.contexts.append((trace_id, span_id, _dumps(envelope), system, tools, node, size))
+        self.contexts.append(_CONTEXT_ROW(trace_id, span_id, _dumps(envelope), system, tools, node, size))
 
 
 def _bodies(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> dict[str, Any]:

@@ -265,7 +265,10 @@ def _tokens(span: SpanRecord) -> tuple[TokenCounts, str]:
         includes = False  # cannot include more than it counts: an excluding source
     uncached = reported_in - cache_read - cache_write if includes else reported_in
     return (
-        TokenCounts(uncached, cache_write, cache_read, out, reasoning),
+        TokenCounts.of(
+            {"uncached_input": uncached, "output": out, "cache_write": cache_write, "cache_read": cache_read},
+            reasoning,
+        ),
         INCLUDES_CACHE if includes else EXCLUDES_CACHE,
     )
 

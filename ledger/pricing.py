@@ -1,4 +1,4 @@
-"""The price book: USD for one model call, as four separate exact terms.
+"""The price book: USD for one model call, one exact amount per price term (``ledger.terms``).
 
 Prices come from the maintained ``genai-prices`` database, with override files
 layered on top (the project default in ``ledger/data/prices.toml``, then the
@@ -23,11 +23,10 @@ from typing import Any
 from genai_prices import data_snapshot
 from genai_prices.types import ModelPrice, Tier, TieredPrices, calc_unit_price
 
+from . import terms
 from .errors import PriceFileError
 
 __all__ = [
-    "CACHE_READ_MULTIPLIER",
-    "CACHE_WRITE_MULTIPLIER",
     "ModelPricing",
     "PriceBook",
     "PricedCall",
@@ -35,11 +34,10 @@ __all__ = [
     "load_price_file",
 ]
 
-# Anthropic's prompt-cache multipliers of the input price (seeds, DESIGN.md).
-CACHE_WRITE_MULTIPLIER = Decimal("1.25")
-CACHE_READ_MULTIPLIER = Decimal("0.10")
+_INPUT_PRICE = "input_mtok"  # the genai-prices unit other input-side prices default to
 _PER_MTOK = 1_000_000
 _USD_PLACES = Decimal("1e-12")  # matches the DECIMAL(38, 12) money columns
+_NO_USD = Decimal(0).quantize(_USD_PLACES)
 GENAI_PRICES_VERSION = importlib.metadata.version("genai-prices")
 
 # OTel provider names -> genai-prices provider ids, where they differ.
@@ -56,29 +54,84 @@ _PROVIDER_IDS = {
 _DATE_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|v\d+(?::\d+)?)$")
 
 
-@dataclass(slots=True)  # not frozen: built per charge at ingest, where frozen is 6x slower (read-only)
 class TokenCounts:
-    """Tokens of one call, normalized: the four billed terms never overlap."""
+    """Tokens of one call, normalized, by price term (``ledger.terms``): the billed terms never overlap.
 
-    uncached_input: int = 0
-    cache_write: int = 0
-    cache_read: int = 0
-    output: int = 0
-    reasoning: int = 0  # informational: already inside `output`, priced as output
+    Built by keyword (``TokenCounts(uncached_input=..., output=...)``); each
+    term's count is also an attribute (``tokens.output``). A plain class with a
+    dict, not a dataclass, so its fields follow ``TERMS``; built per charge at
+    ingest, so kept small.
+    """
+
+    __slots__ = ("by_term", "reasoning")
+
+    @classmethod
+    def of(cls, by_term: dict[str, int], reasoning: int = 0) -> TokenCounts:
+        """From a count for every term, unchecked: normalize builds one per charge (kwargs cost 3x as much)."""
+        counts = object.__new__(cls)
+        counts.by_term = by_term
+        counts.reasoning = reasoning
+        return counts
+
+    def __init__(self, *, reasoning: int = 0, **by_term: int) -> None:
+        keys = _keys(terms.TERMS)
+        if by_term.keys() != keys.all:  # normalize passes every term; others may leave some out
+            unknown = by_term.keys() - keys.all
+            if unknown:
+                raise TypeError(f"no price term {sorted(unknown)!r}; the terms are {list(keys.ordered)!r}")
+            by_term = {k: by_term.get(k, 0) for k in keys.ordered}
+        self.by_term = by_term
+        self.reasoning = reasoning  # informational: already inside `output`, priced as output
+
+    def __getattr__(self, name: str) -> int:  # only called for names that are not slots: the term keys
+        by_term = object.__getattribute__(self, "by_term")
+        if name in by_term:
+            return int(by_term[name])
+        raise AttributeError(f"TokenCounts has no price term {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TokenCounts):
+            return NotImplemented
+        return (self.by_term, self.reasoning) == (other.by_term, other.reasoning)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={v}" for k, v in self.by_term.items())
+        return f"TokenCounts({counts}, reasoning={self.reasoning})"
 
     @property
     def total_input(self) -> int:
-        return self.uncached_input + self.cache_write + self.cache_read
+        by_term = self.by_term
+        return sum([by_term[k] for k in _keys(terms.TERMS).input_side])
 
 
-@dataclass(slots=True)  # not frozen, as TokenCounts
+@dataclass(frozen=True, slots=True)
+class _TermKeys:
+    ordered: tuple[str, ...]
+    all: frozenset[str]
+    input_side: tuple[str, ...]
+
+
+@lru_cache(maxsize=8)
+def _keys(terms_now: tuple[terms.PriceTerm, ...]) -> _TermKeys:
+    """The term keys, worked out once per set of terms (TokenCounts are built per charge)."""
+    ordered = tuple(t.key for t in terms_now)
+    return _TermKeys(ordered, frozenset(ordered), tuple(t.key for t in terms_now if t.input_side))
+
+
+@dataclass(slots=True)  # not frozen: built per charge at ingest, where frozen is 6x slower (read-only)
 class PricedCall:
-    usd_input: Decimal
-    usd_output: Decimal
-    usd_cache_write: Decimal
-    usd_cache_read: Decimal
+    """USD of one call by price term key; each term's dollars are also its USD column's name (``.usd_input``)."""
+
+    usd: dict[str, Decimal]
     source: str  # "genai-prices" | "override" | "unpriced"
     version: str  # database version, or override file and effective date
+
+    def __getattr__(self, name: str) -> Decimal:  # only called for names that are not fields: the USD columns
+        usd = object.__getattribute__(self, "usd")
+        for t in terms.TERMS:
+            if t.usd_column == name:
+                return Decimal(usd[t.key])
+        raise AttributeError(f"PricedCall has no USD column {name!r}")
 
     @property
     def unpriced(self) -> bool:
@@ -86,11 +139,13 @@ class PricedCall:
 
     @property
     def total(self) -> Decimal:
-        return self.usd_input + self.usd_output + self.usd_cache_write + self.usd_cache_read
+        return sum(self.usd.values(), Decimal(0))
 
 
-_ZERO = Decimal(0)
-_UNPRICED = PricedCall(_ZERO, _ZERO, _ZERO, _ZERO, "unpriced", "")
+@lru_cache(maxsize=8)
+def _unpriced(terms_now: tuple[terms.PriceTerm, ...]) -> PricedCall:
+    """Zero dollars in every term, flagged (one shared value per set of terms)."""
+    return PricedCall(dict.fromkeys((t.key for t in terms_now), Decimal(0)), "unpriced", "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,21 +162,24 @@ class ModelPricing:
         def base(p: Decimal | TieredPrices | None) -> Decimal | None:
             return p.base if isinstance(p, TieredPrices) else p
 
+        unit_prices = {t.price_name: _unit_price(self.prices, t) for t in terms.TERMS}
         return {
             "model": self.name,
             "provider": self.provider or "",
             "effective_from": self.effective_from.isoformat(),
-            "input_per_mtok": base(self.prices.input_mtok),
-            "output_per_mtok": base(self.prices.output_mtok),
-            "cache_write_per_mtok": base(self.prices.cache_write_mtok),
-            "cache_read_per_mtok": base(self.prices.cache_read_mtok),
-            "tiered": any(isinstance(p, TieredPrices) for p in _terms(self.prices)),
+            **{f"{name}_per_mtok": base(p) for name, p in unit_prices.items()},
+            "tiered": any(isinstance(p, TieredPrices) for p in unit_prices.values()),
             "source": f"override ({self.origin})",
         }
 
 
-def _terms(p: ModelPrice) -> tuple[object, object, object, object]:
-    return (p.input_mtok, p.output_mtok, p.cache_write_mtok, p.cache_read_mtok)
+def _unit_price(prices: ModelPrice, term: terms.PriceTerm) -> Decimal | TieredPrices | None:
+    """A term's price per million tokens. A database entry without cache prices (models
+    with no prompt cache) bills cached tokens as plain input rather than dropping them."""
+    price = getattr(prices, term.price_key, None)
+    if price is None and term.input_side:
+        price = getattr(prices, _INPUT_PRICE, None)
+    return price
 
 
 def _decimal(value: object, where: str) -> Decimal:
@@ -158,25 +216,33 @@ def load_price_file(path: Path | str, text: str | None = None) -> list[ModelPric
     for i, entry in enumerate(data.get("model", [])):
         where = f"{path.name} model #{i + 1}"
         name = entry.get("name")
-        if not name or "input" not in entry or "output" not in entry:
-            raise PriceFileError(f"{where}: `name`, `input` and `output` are required")
+        required = [t.price_name for t in terms.TERMS if t.default_input_multiple is None]
+        if not name or any(key not in entry for key in required):
+            raise PriceFileError(f"{where}: `name`, {' and '.join(f'`{k}`' for k in required)} are required")
         where = f"{path.name} model {name!r}"
         effective = entry.get("effective_from", date(1970, 1, 1))
         if isinstance(effective, datetime):
             effective = effective.date()
         if not isinstance(effective, date):
             raise PriceFileError(f"{where}: effective_from must be a TOML date, got {effective!r}")
-        inp = _decimal(entry["input"], where)
-        write = _decimal(entry["cache_write"], where) if "cache_write" in entry else inp * CACHE_WRITE_MULTIPLIER
-        read = _decimal(entry["cache_read"], where) if "cache_read" in entry else inp * CACHE_READ_MULTIPLIER
-        prices = ModelPrice(
-            input_mtok=_term(entry, "input", inp, where),
-            output_mtok=_term(entry, "output", _decimal(entry["output"], where), where),
-            cache_write_mtok=_term(entry, "cache_write", write, where),
-            cache_read_mtok=_term(entry, "cache_read", read, where),
-        )
+        prices = ModelPrice(**_file_prices(entry, where))
         provider = entry.get("provider")
         out.append(ModelPricing(str(name).lower(), provider, effective, prices, path.name))
+    return out
+
+
+def _file_prices(entry: dict[str, Any], where: str) -> dict[str, Decimal | TieredPrices | None]:
+    """Each term's price from one price-file entry (genai-prices keys); a cache price left
+    out is its term's multiple of the input price (Anthropic's, in ``TERMS``)."""
+    out: dict[str, Decimal | TieredPrices | None] = {}
+    input_price = _decimal(entry[terms.term("uncached_input").price_name], where)
+    for t in terms.TERMS:
+        if t.price_name in entry:
+            base = _decimal(entry[t.price_name], where)
+        else:
+            assert t.default_input_multiple is not None  # load_price_file checked the required ones
+            base = input_price * t.default_input_multiple
+        out[t.price_key] = _term(entry, t.price_name, base, where)
     return out
 
 
@@ -189,24 +255,30 @@ def _usd(value: Decimal) -> Decimal:
     return value.quantize(_USD_PLACES, rounding=ROUND_HALF_EVEN)
 
 
-def _price_terms(prices: ModelPrice, tokens: TokenCounts, source: str, version: str) -> PricedCall:
-    total_in = tokens.total_input
-    cache_write_price = prices.cache_write_mtok
-    cache_read_price = prices.cache_read_mtok
-    # A database entry without cache prices (models with no prompt cache) bills
-    # cached tokens as plain input rather than dropping them.
-    if cache_write_price is None:
-        cache_write_price = prices.input_mtok
-    if cache_read_price is None:
-        cache_read_price = prices.input_mtok
-    return PricedCall(
-        _usd(calc_unit_price(prices.input_mtok, tokens.uncached_input, total_in, _PER_MTOK)),
-        _usd(calc_unit_price(prices.output_mtok, tokens.output, total_in, _PER_MTOK)),
-        _usd(calc_unit_price(cache_write_price, tokens.cache_write, total_in, _PER_MTOK)),
-        _usd(calc_unit_price(cache_read_price, tokens.cache_read, total_in, _PER_MTOK)),
-        source,
-        version,
-    )
+@dataclass(frozen=True, slots=True)
+class _UnitPrices:
+    """One model's price per MTok for every term, resolved once per model and day."""
+
+    by_term: tuple[tuple[str, Decimal | TieredPrices | None], ...]  # (term key, price)
+    tiered: bool
+
+
+def _unit_prices(prices: ModelPrice) -> _UnitPrices:
+    by_term = tuple((t.key, _unit_price(prices, t)) for t in terms.TERMS)
+    return _UnitPrices(by_term, any(isinstance(p, TieredPrices) for _, p in by_term))
+
+
+def _price_terms(unit_prices: _UnitPrices, tokens: TokenCounts, source: str, version: str) -> PricedCall:
+    """Each term's unit price times its tokens; tiers are chosen by the call's total input tokens."""
+    counts = tokens.by_term
+    # Only tiered prices read the total (as in genai-prices), and most prices are flat.
+    total_in = tokens.total_input if unit_prices.tiered else 0
+    usd = {}
+    for key, price in unit_prices.by_term:
+        count = counts[key]
+        # A term the call did not use costs nothing whatever its price (most calls skip one or two).
+        usd[key] = _usd(calc_unit_price(price, count, total_in, _PER_MTOK)) if count else _NO_USD
+    return PricedCall(usd, source, version)
 
 
 class PriceBook:
@@ -233,19 +305,27 @@ class PriceBook:
         return cls(overrides)
 
     def price(self, provider: str | None, model: str, tokens: TokenCounts, when: datetime | None = None) -> PricedCall:
+        terms_now = terms.TERMS
         if not model:
-            return _UNPRICED
+            return _unpriced(terms_now)
         day = (when or datetime.now(UTC)).date()
-        found = self._lookup((provider or "").lower(), model.lower(), day)
+        found = self._lookup((provider or "").lower(), model.lower(), day, terms_now)
         if found is None:
-            return _UNPRICED
-        prices, source, version = found
-        return _price_terms(prices, tokens, source, version)
+            return _unpriced(terms_now)
+        unit_prices, source, version = found
+        return _price_terms(unit_prices, tokens, source, version)
 
     def is_priced(self, provider: str | None, model: str, when: datetime | None = None) -> bool:
         return not self.price(provider, model, TokenCounts(), when).unpriced
 
-    def _resolve(self, provider: str, model: str, day: date) -> tuple[ModelPrice, str, str] | None:
+    def _resolve(
+        self, provider: str, model: str, day: date, _terms: tuple[terms.PriceTerm, ...]
+    ) -> tuple[_UnitPrices, str, str] | None:
+        """Each term's unit price for this model on this day (cached: the terms are in the key, for tests)."""
+        found = self._model_price(provider, model, day)
+        return None if found is None else (_unit_prices(found[0]), *found[1:])
+
+    def _model_price(self, provider: str, model: str, day: date) -> tuple[ModelPrice, str, str] | None:
         bare = _DATE_SUFFIX.sub("", model)
         for o in reversed(self.overrides):
             if (

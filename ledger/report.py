@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 
 from . import queries as q
+from . import terms
 
 __all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
 
@@ -50,9 +51,7 @@ def build_report(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS, *,
         "successful_runs": success["successful_runs"],
         "cost_per_successful_run": success["usd_per_successful_run"],
         "cache": {"hit_rate": hit, "verdict": q.cache_verdict(hit)},
-        "where_the_money_went": {
-            k: money[k] for k in ("share_output", "share_cache_write", "share_cache_read", "share_uncached_input")
-        },
+        "where_the_money_went": {f"share_{t.key}": money[f"share_{t.key}"] for t in terms.TERMS},
         "retries": {
             "attempts": sum(r["attempts"] for r in retries),
             "usd": _num(sum(Decimal(str(r["usd"] or 0)) for r in retries)),
@@ -103,10 +102,10 @@ def format_report(r: dict[str, Any]) -> str:
             for s in r["stop_causes"]
         ),
         "",
-        "per model (uncached input / output / cache write / cache read)",
+        f"per model ({' / '.join(t.label for t in terms.TERMS)})",
         *(
-            f"  {m['model']:<24} {m['calls']:>6} calls  {_usd(m['usd_total']):>12}   {_usd(m['usd_input'])} / "
-            f"{_usd(m['usd_output'])} / {_usd(m['usd_cache_write'])} / {_usd(m['usd_cache_read'])}"
+            f"  {m['model']:<24} {m['calls']:>6} calls  {_usd(m['usd_total']):>12}   "
+            + " / ".join(_usd(m[t.usd_column]) for t in terms.TERMS)
             + ("   UNPRICED" if m["unpriced_calls"] else "")
             for m in r["models"]
         ),

@@ -3,15 +3,21 @@
 Each migration runs once, inside a transaction, and its number is written to
 ``schema_migrations``; opening a database runs whatever is missing, so
 re-running is always safe. Add a migration; never edit an applied one.
+
+The tables as they stand after every migration are declared in
+``ledger.tables``; a new price term's columns come from ``add_term_columns``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import duckdb
 
-__all__ = ["MIGRATIONS", "migrate", "schema_version"]
+from . import terms
+from .tables import USD, term_columns
 
-USD = "DECIMAL(38, 12)"  # exact money: sums of millions of sub-cent charges stay exact
+__all__ = ["MIGRATIONS", "add_term_columns", "migrate", "schema_version"]
 
 _V1_TABLES = f"""
 CREATE TABLE spans (
@@ -212,7 +218,38 @@ CREATE TABLE runs_pending (
 );
 """
 
-MIGRATIONS: list[tuple[int, str, str]] = [
+
+# A migration is SQL, or a function of the connection for changes SQL alone cannot make.
+Migration = str | Callable[[duckdb.DuckDBPyConnection], None]
+
+
+def add_term_columns(key: str) -> Migration:
+    """The migration for a new entry in ``TERMS``: its columns in charges and runs, 0 in the rows already there.
+
+    Listed as ``(N, "<term> price term", add_term_columns("<key>"))``.
+    """
+    columns = term_columns(terms.term(key))
+
+    def add_columns(con: duckdb.DuckDBPyConnection) -> None:
+        for table in ("charges", "runs"):
+            alters = [f"ALTER TABLE {table} ADD COLUMN {c.name} {c.sql_type} NOT NULL DEFAULT 0" for c in columns]
+            _alter_indexed(con, table, alters)
+
+    return add_columns
+
+
+def _alter_indexed(con: duckdb.DuckDBPyConnection, table: str, alters: list[str]) -> None:
+    """DuckDB refuses to alter a table an index depends on: drop its indexes, alter it, create them again."""
+    indexes = con.execute("SELECT index_name, sql FROM duckdb_indexes() WHERE table_name = ?", [table]).fetchall()
+    for name, _ in indexes:
+        con.execute(f'DROP INDEX "{name}"')
+    for alter in alters:
+        con.execute(alter)
+    for _, create in indexes:
+        con.execute(create)
+
+
+MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
     (3, "budget rules v2", _V3_BUDGET_RULES),
@@ -237,12 +274,15 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
     )
     current = schema_version(con)
-    for version, name, sql in MIGRATIONS:
+    for version, name, step in MIGRATIONS:
         if version <= current:
             continue
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute(sql)
+            if callable(step):
+                step(con)
+            else:
+                con.execute(step)
             con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, name])
             con.execute("COMMIT")
         except Exception:

@@ -2,34 +2,70 @@
 
 A model call is billed in separate terms (uncached input, output, cache write,
 cache read), never pre-summed. Each term names its token column, its USD
-column, how people call it and the colour charts give it. The schema, the
-Arrow row layout, the SQL that sums a charge, the pricing result and the
-dashboard's legends are all derived from ``TERMS``: adding a term is one entry
-here plus a migration that adds its columns.
+column, the genai-prices unit that prices it, how people call it and the
+colour charts give it. The Arrow row layout, the SQL that sums a charge or a
+run, the pricing result, the report's splits and the dashboard's legends are
+all derived from ``TERMS``, read when they are used (so a test can add a term).
+
+Adding a term is one entry here (at the end: its columns come after the
+others) plus one migration, ``ledger.schema.add_term_columns(key)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
-__all__ = ["TERMS", "PriceTerm", "token_columns", "usd_columns", "usd_sum"]
+__all__ = [
+    "TERMS",
+    "PriceTerm",
+    "input_tokens_sum",
+    "term",
+    "token_columns",
+    "usd_columns",
+    "usd_sum",
+]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # one object per term: compared and hashed by identity (cheap cache keys)
 class PriceTerm:
     key: str  # the attribute name on TokenCounts / PricedCall ("uncached_input", ...)
     tokens_column: str  # BIGINT token count in charges and runs
     usd_column: str  # exact DECIMAL dollars in charges and runs
     label: str  # what a person reads in a legend or a table header
     colour: str  # the same colour on every chart
+    price_key: str  # the genai-prices unit price ("input_mtok"); a price file names it without "_mtok"
+    input_side: bool  # part of the prompt: counts in input tokens, the cache-hit rate and price tiers
+    # An override entry that leaves this price out gets this multiple of its input
+    # price (Anthropic's cache multipliers); None: the entry must give it.
+    default_input_multiple: Decimal | None = None
+
+    @property
+    def price_name(self) -> str:
+        """The key of this term's price in a price file (``input``, ``cache_write``, ...)."""
+        return self.price_key.removesuffix("_mtok")
 
 
 TERMS: tuple[PriceTerm, ...] = (
-    PriceTerm("uncached_input", "uncached_input_tokens", "usd_input", "uncached input", "#4C78A8"),
-    PriceTerm("output", "output_tokens", "usd_output", "output", "#F58518"),
-    PriceTerm("cache_write", "cache_write_tokens", "usd_cache_write", "cache write", "#B279A2"),
-    PriceTerm("cache_read", "cache_read_tokens", "usd_cache_read", "cache read", "#54A24B"),
-)
+    PriceTerm("uncached_input", "uncached_input_tokens", "usd_input", "uncached input", "#4C78A8", "input_mtok", True),
+    PriceTerm("output", "output_tokens", "usd_output", "output", "#F58518", "output_mtok", False),
+    PriceTerm(
+        "cache_write", "cache_write_tokens", "usd_cache_write", "cache write", "#B279A2", "cache_write_mtok", True,
+        Decimal("1.25"),
+    ),
+    PriceTerm(
+        "cache_read", "cache_read_tokens", "usd_cache_read", "cache read", "#54A24B", "cache_read_mtok", True,
+        Decimal("0.10"),
+    ),
+)  # fmt: skip
+
+
+def term(key: str) -> PriceTerm:
+    """The term with this key; raises KeyError naming it."""
+    for t in TERMS:
+        if t.key == key:
+            return t
+    raise KeyError(f"no price term {key!r}")
 
 
 def token_columns() -> list[str]:
@@ -40,7 +76,17 @@ def usd_columns() -> list[str]:
     return [t.usd_column for t in TERMS]
 
 
+def _prefix(alias: str | None) -> str:
+    return f"{alias}." if alias else ""
+
+
 def usd_sum(alias: str | None = None) -> str:
     """SQL for one row's dollars, all terms added: ``(c.usd_input + c.usd_output + ...)``."""
-    prefix = f"{alias}." if alias else ""
+    prefix = _prefix(alias)
     return "(" + " + ".join(f"{prefix}{t.usd_column}" for t in TERMS) + ")"
+
+
+def input_tokens_sum(alias: str | None = None) -> str:
+    """SQL for one row's prompt tokens, cached or not: ``(c.uncached_input_tokens + ...)``."""
+    prefix = _prefix(alias)
+    return "(" + " + ".join(f"{prefix}{t.tokens_column}" for t in TERMS if t.input_side) + ")"

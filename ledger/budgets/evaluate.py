@@ -28,6 +28,7 @@ from typing import Any
 import duckdb
 
 from ledger.queries import Query
+from ledger.terms import input_tokens_sum, usd_sum
 
 from .projection import Projection, project
 from .rules import Level, Rule, decimal_str, level_for
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 PROJECTION_LOOKBACK = timedelta(hours=1)
-_USD = "(c.usd_input + c.usd_output + c.usd_cache_write + c.usd_cache_read)"
+_USD = usd_sum("c")
 _CHARGE_METRICS = ("spend", "cache_hit_rate")
 
 
@@ -165,7 +166,7 @@ def measure_query(
     if rule.metric == "cache_hit_rate":
         select = (
             "coalesce(sum(c.cache_read_tokens), 0) AS cache_read_tokens, "
-            "coalesce(sum(c.uncached_input_tokens + c.cache_write_tokens + c.cache_read_tokens), 0) AS input_tokens, "
+            f"coalesce(sum({input_tokens_sum('c')}), 0) AS input_tokens, "
             "count(*) AS charges"
         )
         return Query(f"SELECT {select_trace}{select} FROM charges c WHERE {' AND '.join(where)}{group}", params)

@@ -30,7 +30,7 @@ import duckdb
 import pandas as pd
 
 from ledger.errors import InputError, NotFound, TurnledgerError
-from ledger.terms import usd_sum
+from ledger.terms import input_tokens_sum, usd_sum
 
 __all__ = [
     "BUCKETS",
@@ -60,7 +60,7 @@ CACHE_HEALTHY = 0.7  # hit rate above this: healthy (seed ex. 7)
 CACHE_WEAK = 0.1  # above this: weak; otherwise broken
 
 # Input tokens of a charge or run, whatever the cache did with them.
-INPUT_TOKENS = "uncached_input_tokens + cache_write_tokens + cache_read_tokens"
+INPUT_TOKENS = input_tokens_sum()  # every input-side term, cached or not
 HIT_RATE = f"sum(cache_read_tokens)::DOUBLE / nullif(sum({INPUT_TOKENS}), 0)"  # over grouped rows
 ROW_HIT_RATE = f"cache_read_tokens::DOUBLE / nullif({INPUT_TOKENS}, 0)"  # of one row
 BUCKETS = frozenset({"minute", "hour", "day", "week", "month"})

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ledger.terms import TERMS, usd_columns
+from ledger import terms
+from ledger.terms import usd_columns
 
 from .core import (
     BUCKETS,
@@ -82,10 +83,8 @@ FROM fc{tail}""",
 
 
 def _term_shares() -> str:
-    # Each term's column is named after its token column: share_uncached_input, share_output, ...
-    return ",\n       ".join(
-        f"sum({t.usd_column}) / nullif(sum(usd), 0) AS share_{t.tokens_column.removesuffix('_tokens')}" for t in TERMS
-    )
+    # share_uncached_input, share_output, ...: one per term, read when the query is built
+    return ",\n       ".join(f"sum({t.usd_column}) / nullif(sum(usd), 0) AS share_{t.key}" for t in terms.TERMS)
 
 
 @query

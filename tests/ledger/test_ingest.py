@@ -11,6 +11,7 @@ from collector.otlp import read_file
 from ledger import conventions as c
 from ledger import ingest as ingest_module
 from ledger import queries as q
+from ledger import runs as runs_module
 from ledger.ingest import MAX_ATTRIBUTE_CHARS, ingest
 from ledger.schema import MIGRATIONS, migrate, schema_version
 
@@ -104,7 +105,7 @@ def test_a_crash_mid_ingest_writes_nothing(ledger, monkeypatch):
     def boom(con, trace_ids, **kw):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(ingest_module, "refresh_runs", boom)
+    monkeypatch.setattr(runs_module, "refresh_runs", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         ingest(ledger, build("five_turn_run"))
     assert set(_counts(ledger).values()) == {0}

@@ -52,26 +52,26 @@ def test_effective_dates_pick_the_price_in_force(tmp_path):
 
 def test_tiers_apply_to_all_tokens_above_the_threshold(tmp_path):
     book = _book(tmp_path)
-    small = book.price("acme", "acme-large", TokenCounts(100_000, 0, 0, 1_000), _at("2026-07-01"))
-    large = book.price("acme", "acme-large", TokenCounts(250_000, 0, 0, 1_000), _at("2026-07-01"))
+    small = book.price("acme", "acme-large", TokenCounts(uncached_input=100_000, output=1_000), _at("2026-07-01"))
+    large = book.price("acme", "acme-large", TokenCounts(uncached_input=250_000, output=1_000), _at("2026-07-01"))
     assert small.usd_input == Decimal("0.1") and small.usd_output == Decimal("0.004")
     assert large.usd_input == Decimal("0.5") and large.usd_output == Decimal("0.006")
 
 
 def test_explicit_cache_price_and_default_multipliers(tmp_path):
     book = _book(tmp_path)
-    p = book.price("acme", "acme-large", TokenCounts(0, 1_000_000, 1_000_000, 0), _at("2026-07-01"))
+    p = book.price("acme", "acme-large", TokenCounts(cache_write=1_000_000, cache_read=1_000_000), _at("2026-07-01"))
     assert p.usd_cache_read == Decimal("0.05")
     assert p.usd_cache_write == Decimal("1.25")  # 1.25 x input when the file gives none
 
 
 def test_dated_model_names_match_their_override():
-    p = PriceBook.default().price("anthropic", "claude-sonnet-5-20260301", TokenCounts(1_000_000))
+    p = PriceBook.default().price("anthropic", "claude-sonnet-5-20260301", TokenCounts(uncached_input=1_000_000))
     assert p.usd_input == Decimal(3) and p.source == "override"
 
 
 def test_database_prices_other_models_and_names_its_version():
-    p = PriceBook.default().price("openai", "gpt-4o", TokenCounts(1_000_000, 0, 0, 1_000_000))
+    p = PriceBook.default().price("openai", "gpt-4o", TokenCounts(uncached_input=1_000_000, output=1_000_000))
     assert p.source == "genai-prices" and p.version
     assert p.total > 0
 

@@ -94,7 +94,11 @@ def test_budget_example_call_costs_082(ledger, load):
 def test_seed_model_prices(model, per_mtok_in, per_mtok_out):
     from ledger.pricing import PriceBook, TokenCounts
 
-    priced = PriceBook.default().price("anthropic", model, TokenCounts(1_000_000, 1_000_000, 1_000_000, 1_000_000))
+    priced = PriceBook.default().price(
+        "anthropic",
+        model,
+        TokenCounts(uncached_input=1_000_000, cache_write=1_000_000, cache_read=1_000_000, output=1_000_000),
+    )
     assert priced.usd_input == per_mtok_in
     assert priced.usd_output == per_mtok_out
     assert priced.usd_cache_write == Decimal(per_mtok_in) * Decimal("1.25")

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import collector.receiver.writer as writer_module
-import ledger.ingest as ledger_ingest
+import ledger.runs as ledger_runs
 from collector.otlp import decode_json
 from ledger import conventions as c
 
@@ -228,7 +228,7 @@ def test_failed_commit_is_503_and_nothing_of_the_batch_is_written(server, monkey
     def broken_refresh(con, trace_ids, **kw):  # fails after the span/charge inserts, inside the transaction
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(ledger_ingest, "refresh_runs", broken_refresh)
+    monkeypatch.setattr(ledger_runs, "refresh_runs", broken_refresh)
     r = post_otlp(server.url, otlp_json(run_spans("doomed")))
     assert r.status == 503
     assert r.headers["retry-after"]

@@ -139,10 +139,10 @@ def test_ledger_tokens_and_usd_equal_what_the_server_returned(ledgers: dict[str,
                     continue
                 u = exchange.response["usage"]
                 expected = TokenCounts(
-                    u["input_tokens"],
-                    u["cache_creation_input_tokens"],
-                    u["cache_read_input_tokens"],
-                    u["output_tokens"],
+                    uncached_input=u["input_tokens"],
+                    cache_write=u["cache_creation_input_tokens"],
+                    cache_read=u["cache_read_input_tokens"],
+                    output=u["output_tokens"],
                 )
                 assert tokens == [expected.uncached_input, expected.cache_write, expected.cache_read, expected.output]
                 assert model == exchange.response["model"] == MODEL and not unpriced

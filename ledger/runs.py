@@ -1,0 +1,188 @@
+"""The derived ``runs`` table: one row per trace, rebuilt from its spans, charges and guard events.
+
+``ledger.write`` rebuilds the runs an ingest touches in the same transaction,
+or leaves them in ``runs_pending`` for a server under load to rebuild many
+commits at once (``refresh_pending_runs``). The rebuild is one INSERT OR
+REPLACE whose columns come from the runs declaration (``ledger.tables``), each
+given by name; every price term's tokens and dollars are summed from ``TERMS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+
+import duckdb
+import pyarrow as pa
+
+from . import conventions as c
+from . import terms
+from .tables import table
+from .terms import PriceTerm
+
+__all__ = ["defer", "earliest", "refresh_pending_runs", "refresh_runs", "refresh_with_pending"]
+
+
+def _attr(alias: str, key: str) -> str:
+    return f"json_extract_string({alias}.attributes, '$.\"{key}\"')"
+
+
+def _stop_cause() -> str:
+    return (
+        f"CASE WHEN {_attr('root', c.STOP_CAUSE)} IS NOT NULL THEN {_attr('root', c.STOP_CAUSE)} "
+        "WHEN root.status_code = 'ERROR' THEN 'error' WHEN root.span_id IS NOT NULL THEN 'completed' END"
+    )
+
+
+def _run_values() -> dict[str, str]:
+    """Each runs column -> its SQL over the CTEs of ``_REFRESH`` (``t``, ``root``, ``sp``, ``ch``, ``ge``)."""
+    values = {
+        "trace_id": "t.trace_id",
+        "root_span_id": "root.span_id",
+        "name": "root.name",
+        "service_name": "sp.service_name",
+        "agent_name": f"coalesce({_attr('root', c.AGENT_NAME)}, root.name, sp.service_name)",
+        "agent_version": (
+            f"coalesce({_attr('root', c.AGENT_VERSION)}, json_extract_string(root.resource, '$.\"service.version\"'))"
+        ),
+        "prompt_version": _attr("root", c.PROMPT_VERSION),
+        "tool_schema_version": _attr("root", c.TOOL_SCHEMA_VERSION),
+        "tenant": "coalesce(root.tenant, sp.tenant)",
+        "conversation_id": _attr("root", c.CONVERSATION_ID),
+        "started_at": "sp.started_at",
+        "ended_at": "sp.ended_at",
+        "status_code": "root.status_code",
+        "error_type": _attr("root", c.ERROR_TYPE),
+        "stop_cause": _stop_cause(),
+        "stop_detail": _attr("root", c.STOP_DETAIL),
+        "model_calls": "coalesce(ch.model_calls, 0)",
+        "turns": "coalesce(ch.turns, 0)",
+        "tool_calls": "sp.tool_calls",
+        "soft_failures": "sp.soft_failures",
+        "loop_trips": "coalesce(ge.loop_trips, 0)",
+        "retry_attempts": "coalesce(ch.retry_attempts, 0)",
+        "unpriced_calls": "coalesce(ch.unpriced_calls, 0)",
+        "usd_total": f"coalesce({terms.usd_sum('ch')}, 0)",
+        "models": "ch.models",
+    }
+    for t in terms.TERMS:
+        values[t.tokens_column] = f"coalesce(ch.{t.tokens_column}, 0)"
+        values[t.usd_column] = f"coalesce(ch.{t.usd_column}, 0)"
+    return values
+
+
+_REFRESH = """
+INSERT OR REPLACE INTO runs ({columns})
+WITH t AS (SELECT DISTINCT trace_id FROM _touched),
+root AS (
+    SELECT s.* FROM spans s JOIN t USING (trace_id) WHERE s.parent_span_id = '' AND s.start_time >= $since
+    QUALIFY row_number() OVER (PARTITION BY s.trace_id ORDER BY s.start_time) = 1
+),
+sp AS (
+    SELECT s.trace_id, min(s.start_time) AS started_at, max(s.end_time) AS ended_at,
+           any_value(s.tenant) FILTER (WHERE s.tenant IS NOT NULL) AS tenant,
+           count(*) FILTER (WHERE s.operation = 'execute_tool') AS tool_calls,
+           count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
+               OR {soft_failure} = 'true')) AS soft_failures,
+           any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name
+    FROM spans s JOIN t USING (trace_id) WHERE s.start_time >= $since GROUP BY s.trace_id
+),
+ch AS (
+    SELECT c.trace_id, count(*) AS model_calls,
+           count(DISTINCT c.call_id) FILTER (WHERE c.call_site = 'agent') AS turns,
+           count(*) FILTER (WHERE c.attempt > 1) AS retry_attempts,
+           count(*) FILTER (WHERE c.unpriced) AS unpriced_calls,
+           {term_sums},
+           string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models
+    FROM charges c JOIN t USING (trace_id) WHERE c.start_time >= $since GROUP BY c.trace_id
+),
+ge AS (
+    SELECT g.trace_id, count(*) FILTER (WHERE g.name = '{loop_trip}') AS loop_trips
+    FROM guard_events g JOIN t USING (trace_id) GROUP BY g.trace_id
+)
+SELECT {values}
+FROM t JOIN sp USING (trace_id)
+LEFT JOIN root USING (trace_id) LEFT JOIN ch USING (trace_id) LEFT JOIN ge USING (trace_id)
+"""
+
+
+@cache
+def _refresh_sql(_terms: tuple[PriceTerm, ...]) -> str:  # keyed by the terms, so a test can add one
+    runs = table("runs")
+    sums = (f"sum(c.{col}) AS {col}" for t in terms.TERMS for col in (t.tokens_column, t.usd_column))
+    return _REFRESH.format(
+        columns=", ".join(runs.names),
+        soft_failure=_attr("s", c.TOOL_SOFT_FAILURE),
+        term_sums=",\n           ".join(sums),
+        loop_trip=c.EVENT_LOOP_TRIP,
+        values=",\n    ".join(runs.in_order(_run_values())),
+    )
+
+
+def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_ns: int | None = None) -> None:
+    """Rebuild the derived ``runs`` rows of these traces from spans and charges.
+
+    ``since_ns``: no span of these traces added since their last rebuild starts
+    earlier. With each run's own ``started_at`` it bounds the spans to read, so
+    DuckDB skips older row groups by their min/max and the cost follows the
+    recent data, not the size of the ledger (without it, every span is read).
+    """
+    sql = _refresh_sql(terms.TERMS)
+    con.register("_touched", pa.table({"trace_id": trace_ids}))
+    try:
+        since = None
+        if since_ns is not None:
+            (earliest_run,) = con.execute(
+                "SELECT epoch_ns(min(started_at)) FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)"
+            ).fetchone() or (None,)
+            since = since_ns if earliest_run is None else min(since_ns, earliest_run)
+        # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
+        bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
+        con.execute(sql.replace("$since", bound))
+    finally:
+        con.unregister("_touched")
+
+
+def earliest(starts: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Trace id -> earliest start, over several such maps."""
+    out: dict[str, int] = {}
+    for part in starts:
+        for trace, start in part.items():
+            out[trace] = min(start, out.get(trace, start))
+    return out
+
+
+def defer(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> None:
+    """Leave these traces' runs pending (in the caller's transaction), keeping each one's earliest new start."""
+    starts = pa.array(firsts.values(), pa.timestamp("ns"))
+    con.register("_deferred", pa.table({"trace_id": list(firsts), "first_start": starts}))
+    try:
+        con.execute(
+            "INSERT INTO runs_pending SELECT trace_id, first_start FROM _deferred ON CONFLICT (trace_id) "
+            "DO UPDATE SET first_start = least(runs_pending.first_start, excluded.first_start)"
+        )
+    finally:
+        con.unregister("_deferred")
+
+
+def refresh_with_pending(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> set[str]:
+    """Rebuild the runs of these traces and of every pending one; returns the pending ones."""
+    pending = dict(con.execute("SELECT trace_id, epoch_ns(first_start) FROM runs_pending").fetchall())
+    touched = earliest((pending, firsts))
+    if touched:
+        refresh_runs(con, sorted(touched), since_ns=min(touched.values()))
+    if pending:
+        con.execute("DELETE FROM runs_pending")
+    return set(pending)
+
+
+def refresh_pending_runs(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Rebuild the runs that ``write(defer_runs=True)`` left pending; returns their trace ids."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        pending = refresh_with_pending(con, {})
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return pending

@@ -1,0 +1,125 @@
+"""Insert prepared batches (``ledger.rows``) into the ledger, atomically and idempotently.
+
+``write`` inserts any number of prepared batches in one transaction (DuckDB
+work, which runs outside the GIL) and rebuilds the runs they touch
+(``ledger.runs``). Either everything from one ``write`` lands or nothing
+does. Every table is keyed by (trace_id, span_id[, seq]) (content by hash), so
+a batch delivered twice (OTLP exporters retry) changes nothing the second
+time: a plain INSERT is tried first, and a key conflict replays the
+transaction with INSERT OR IGNORE (which costs about 10 µs more per span, so
+only redeliveries pay it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import duckdb
+import pyarrow as pa
+
+from . import runs
+from .rows import PreparedBatch
+from .tables import WRITTEN, table
+
+__all__ = ["IngestReport", "write"]
+
+
+@dataclass
+class IngestReport:
+    received: int = 0
+    spans_written: int = 0
+    charges_written: int = 0
+    rejected: list[str] = field(default_factory=list)  # "trace/span: reason"
+    unpriced_models: set[str] = field(default_factory=set)
+    traces: set[str] = field(default_factory=set)
+
+    @property
+    def duplicates(self) -> int:
+        return self.received - len(self.rejected) - self.spans_written
+
+
+# Content blocks and message-chain nodes are shared between spans and batches
+# by design; rows of the other tables repeat only when a batch is redelivered.
+_SHARED_ROWS = frozenset({"content_blocks", "message_chain"})
+
+
+def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table, *, ignore_existing: bool = False) -> int:
+    con.register("_batch", data)
+    try:
+        cols = ", ".join(f'"{n}"' for n in data.column_names)
+        verb = "INSERT OR IGNORE" if ignore_existing or name in _SHARED_ROWS else "INSERT"
+        row = con.execute(f"{verb} INTO {name} ({cols}) SELECT {cols} FROM _batch").fetchone()
+    finally:
+        # After a failed INSERT the transaction refuses everything but ROLLBACK;
+        # the next batch registered under the same name replaces this one.
+        with contextlib.suppress(duckdb.TransactionException):
+            con.unregister("_batch")
+    return int(row[0]) if row else 0
+
+
+def write(
+    con: duckdb.DuckDBPyConnection, batches: Sequence[PreparedBatch], *, defer_runs: bool = False
+) -> IngestReport:
+    """Insert prepared batches in ONE transaction (one commit however many there are).
+
+    The touched traces' ``runs`` rows are rebuilt in the same transaction, with
+    any left pending before. ``defer_runs`` leaves them pending instead (in
+    ``runs_pending``, committed with the spans): a server under load rebuilds
+    the runs of many commits at once.
+    """
+    report = IngestReport(
+        received=sum(b.received for b in batches),
+        rejected=[r for b in batches for r in b.rejected],
+        unpriced_models=set().union(*(b.unpriced_models for b in batches)),
+        traces=set().union(*(b.first_starts for b in batches)),
+    )
+    if not report.traces:
+        return report
+    tables = {name: _concat(name, batches) for name in WRITTEN}
+    firsts = runs.earliest(b.first_starts for b in batches)
+    try:
+        written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=False)
+    except duckdb.ConstraintException:  # a redelivered span: replay, skipping rows already stored
+        written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=True)
+    report.spans_written = written.get("spans", 0)
+    report.charges_written = written.get("charges", 0)
+    return report
+
+
+def _concat(name: str, batches: Sequence[PreparedBatch]) -> pa.Table | None:
+    parts = [t for b in batches if (t := b.tables.get(name)) is not None and t.num_rows]
+    rows = [r for b in batches for r in b.rows.get(name, ())]
+    if rows:
+        parts.append(table(name).to_arrow(rows))
+    if not parts:
+        return None
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def _write_tables(
+    con: duckdb.DuckDBPyConnection,
+    tables: dict[str, pa.Table | None],
+    firsts: dict[str, int],
+    defer_runs: bool,
+    *,
+    ignore_existing: bool,
+) -> dict[str, int]:
+    """One transaction: rows inserted per table, and the touched runs rebuilt or left pending."""
+    written: dict[str, int] = {}
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for name, data in tables.items():
+            if data is not None:
+                written[name] = _insert(con, name, data, ignore_existing=ignore_existing)
+        if written.get("spans"):
+            if defer_runs:
+                runs.defer(con, firsts)
+            else:
+                runs.refresh_with_pending(con, firsts)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return written
