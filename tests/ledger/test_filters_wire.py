@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -18,15 +19,9 @@ _OFFSETS = st.builds(
 )
 _TIMES = st.none() | _NAIVE | _NAIVE.flatmap(lambda d: _OFFSETS.map(lambda tz: d.replace(tzinfo=tz)))
 _TEXT = st.none() | st.text()
+# Every field of Filters, drawn by its kind: times (naive or with an offset) or text.
 FILTERS = st.builds(
-    Filters,
-    since=_TIMES,
-    until=_TIMES,
-    tenant=_TEXT,
-    agent=_TEXT,
-    model=_TEXT,
-    agent_version=_TEXT,
-    prompt_version=_TEXT,
+    Filters, **{f.name: _TIMES if f.name in ("since", "until") else _TEXT for f in dataclasses.fields(Filters)}
 )
 
 
