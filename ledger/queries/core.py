@@ -24,13 +24,15 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-import pandas as pd
 
 from ledger.errors import InputError, NotFound, TurnledgerError
 from ledger.terms import input_tokens_sum, usd_sum
+
+if TYPE_CHECKING:  # pandas loads when a query is run for display, not with the builders (the collector builds)
+    import pandas as pd
 
 __all__ = [
     "BUCKETS",
