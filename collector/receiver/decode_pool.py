@@ -25,7 +25,7 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 from ledger.errors import Unavailable
-from ledger.ingest import PreparedBatch, prepare
+from ledger.rows import PreparedBatch, prepare
 from ledger.pricing import PriceBook
 
 from .otlp_http import decode_body

@@ -4,7 +4,8 @@ A spawned worker re-runs its parent's ``__main__`` (under ``turnledger up``, the
 console script: ``from collector.cli import main``) and imports the modules on
 the path to the worker function. Neither may load the command table (budget
 rules, every parser), pandas (which pyarrow would import on the first
-``pa.array`` of a list), the dashboard's libraries or the budget package.
+``pa.array`` of a list), DuckDB (rows are built without it; the writer inserts), the
+dashboard's libraries or the budget package.
 """
 
 from __future__ import annotations
@@ -34,13 +35,15 @@ NEVER_IN_A_WORKER = (
     "collector.cli.commands",
     "collector.cli.budget",
     "ledger.budgets",
+    "ledger.write",
+    "duckdb",
     "pandas",
     "streamlit",
     "plotly",
 )
 
 
-def test_a_decoder_worker_loads_no_cli_commands_budgets_pandas_or_dashboard(tmp_path):
+def test_a_decoder_worker_loads_no_cli_commands_budgets_duckdb_pandas_or_dashboard(tmp_path):
     script = tmp_path / "turnledger"
     script.write_text("import sys\nfrom collector.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n")
     sample = ROOT / "sample_traces" / "five_turn_run.json"
