@@ -25,8 +25,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 
 from ledger.errors import Unavailable
-from ledger.rows import PreparedBatch, prepare
 from ledger.pricing import PriceBook
+from ledger.rows import PreparedBatch, prepare
 
 from .otlp_http import decode_body
 
