@@ -11,7 +11,9 @@ that name, refusing anything not registered.
 
 from __future__ import annotations
 
-from .budgets import alert_history, budget_events, run_budget_limits
+# Each subject module's __all__ is exactly its builders, so the package re-exports them whole.
+from . import budgets, guards, meta, runs, spend, tail
+from .budgets import *  # noqa: F403
 from .core import (
     CACHE_HEALTHY,
     CACHE_WEAK,
@@ -26,31 +28,11 @@ from .core import (
     records,
     run,
 )
-from .guards import guard_summary, loop_spend, loop_trip_runs, loop_trips, loop_trips_over_time
-from .meta import filter_values, price_sources, time_bounds
-from .runs import (
-    find_runs,
-    run_guard_events,
-    run_header,
-    run_summary,
-    run_trace_tree,
-    run_turns,
-    runs_table,
-    stop_causes,
-)
-from .spend import (
-    cache_hit_rate,
-    call_site_attribution,
-    charge_totals,
-    cost_per_run,
-    cost_per_successful_run,
-    model_attribution,
-    retry_charges,
-    spend_over_time,
-    unpriced_models,
-    where_the_money_went,
-)
-from .tail import cost_by_turns, cost_histogram, long_tail, typical_run
+from .guards import *  # noqa: F403
+from .meta import *  # noqa: F403
+from .runs import *  # noqa: F403
+from .spend import *  # noqa: F403
+from .tail import *  # noqa: F403
 
 __all__ = [
     "CACHE_HEALTHY",
@@ -60,42 +42,15 @@ __all__ = [
     "Filters",
     "Query",
     "UnknownQuery",
-    "alert_history",
-    "budget_events",
-    "cache_hit_rate",
     "cache_verdict",
-    "call_site_attribution",
-    "charge_totals",
-    "cost_by_turns",
-    "cost_histogram",
-    "cost_per_run",
-    "cost_per_successful_run",
-    "filter_values",
-    "find_runs",
-    "guard_summary",
-    "long_tail",
-    "loop_spend",
-    "loop_trip_runs",
-    "loop_trips",
-    "loop_trips_over_time",
-    "model_attribution",
     "parse_time",
-    "price_sources",
     "query_name",
     "records",
-    "retry_charges",
     "run",
-    "run_budget_limits",
-    "run_guard_events",
-    "run_header",
-    "run_summary",
-    "run_trace_tree",
-    "run_turns",
-    "runs_table",
-    "spend_over_time",
-    "stop_causes",
-    "time_bounds",
-    "typical_run",
-    "unpriced_models",
-    "where_the_money_went",
 ]
+__all__ += budgets.__all__
+__all__ += guards.__all__
+__all__ += meta.__all__
+__all__ += runs.__all__
+__all__ += spend.__all__
+__all__ += tail.__all__
