@@ -126,11 +126,14 @@ def test_overview_charts_carry_the_ledgers_figures(app, sample_db, rows):
 
     terms = figs["Spend per model, split by price term"]
     attribution = rows(sample_db, q.model_attribution()).set_index("model")
-    assert [t["name"] for t in terms["data"]] == ["uncached input", "output", "cache write", "cache read"]
+    assert [t["name"] for t in terms["data"]] == [
+        "uncached input", "output", "cache write", "cache read", "cache write (1 h)",
+    ]  # fmt: skip
     opus = {t["name"]: dict(zip(values(t["y"]), values(t["x"]), strict=True))["claude-opus-5"] for t in terms["data"]}
     assert opus == pytest.approx(
         {"uncached input": attribution.loc["claude-opus-5", "usd_input"], "output": attribution.loc["claude-opus-5", "usd_output"],
-         "cache write": attribution.loc["claude-opus-5", "usd_cache_write"], "cache read": attribution.loc["claude-opus-5", "usd_cache_read"]}
+         "cache write": attribution.loc["claude-opus-5", "usd_cache_write"], "cache read": attribution.loc["claude-opus-5", "usd_cache_read"],
+         "cache write (1 h)": attribution.loc["claude-opus-5", "usd_cache_write_1h"]}
     )  # fmt: skip
     assert "mystery-model-1 (UNPRICED)" in values(terms["data"][0]["y"])
 
