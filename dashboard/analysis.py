@@ -234,6 +234,11 @@ class CacheCheck:
     note: str
 
 
+def _written(row: Mapping[str, Any]) -> int:
+    """Tokens a call wrote to the cache, whatever their TTL (5-minute and 1-hour writes)."""
+    return int(row.get("cache_write_tokens") or 0) + int(row.get("cache_write_1h_tokens") or 0)
+
+
 def check_cache(turns: Iterable[Mapping[str, Any]]) -> list[CacheCheck]:
     """Flag turns where the prompt cache broke, from usage alone.
 
@@ -241,14 +246,15 @@ def check_cache(turns: Iterable[Mapping[str, Any]]) -> list[CacheCheck]:
     wrote or read. Reading less than that means the prefix changed in between
     (or the cache expired): the difference was billed again at full price.
     Rows need ``turn``, ``call_site``, ``model``, ``cache_read_tokens``,
-    ``cache_write_tokens`` and ``uncached_input_tokens``.
+    ``cache_write_tokens`` (``cache_write_1h_tokens`` too, when there are 1-hour
+    writes) and ``uncached_input_tokens``.
     """
     out: list[CacheCheck] = []
     previous: dict[tuple[Any, Any], Mapping[str, Any]] = {}
     for row in turns:
         key = (row.get("call_site"), row.get("model"))
         read = int(row.get("cache_read_tokens") or 0)
-        write = int(row.get("cache_write_tokens") or 0)
+        write = _written(row)
         turn = int(row["turn"])
         prev = previous.get(key)
         previous[key] = row
@@ -256,7 +262,7 @@ def check_cache(turns: Iterable[Mapping[str, Any]]) -> list[CacheCheck]:
             note = f"wrote {write:,} tokens to the cache" if write else "nothing cached yet"
             out.append(CacheCheck(turn, "first call", 0, read, note))
             continue
-        expected = int(prev.get("cache_read_tokens") or 0) + int(prev.get("cache_write_tokens") or 0)
+        expected = int(prev.get("cache_read_tokens") or 0) + _written(prev)
         if expected == 0:
             status = "not cached" if read == 0 and write == 0 else "first call"
             note = "no cache breakpoint in use" if status == "not cached" else f"wrote {write:,} tokens to the cache"

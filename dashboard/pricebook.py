@@ -13,6 +13,7 @@ from typing import Any
 
 from ledger.pricing import GENAI_PRICES_VERSION, PriceBook, TokenCounts
 from ledger.settings import prices_file
+from ledger.terms import TERMS
 
 __all__ = ["price_book_summary", "unit_prices"]
 
@@ -41,12 +42,7 @@ def unit_prices(models: list[tuple[str, str]], when: datetime | None = None) -> 
     when = when or datetime.now(UTC)
     out = []
     for provider, model in models:
-        probes = {
-            "input": TokenCounts(uncached_input=_PROBE),
-            "output": TokenCounts(output=_PROBE),
-            "cache_write": TokenCounts(cache_write=_PROBE),
-            "cache_read": TokenCounts(cache_read=_PROBE),
-        }
+        probes = {t.price_name: TokenCounts(**{t.key: _PROBE}) for t in TERMS}  # "input", "output", ...
         row: dict[str, Any] = {"provider": provider, "model": model}
         for term, tokens in probes.items():
             priced = book.price(provider, model, tokens, when)

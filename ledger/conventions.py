@@ -21,6 +21,8 @@ __all__ = [
     "AGENT_NAME",
     "AGENT_VERSION",
     "ATTEMPT",
+    "CACHE_CREATION_1H_INPUT_TOKENS",
+    "CACHE_CREATION_5M_INPUT_TOKENS",
     "CACHE_CREATION_INPUT_TOKENS",
     "CACHE_READ_INPUT_TOKENS",
     "CALL_ID",
@@ -99,6 +101,11 @@ INPUT_MESSAGES = _gen_ai.GEN_AI_INPUT_MESSAGES
 SYSTEM_INSTRUCTIONS = _gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
 TOOL_DEFINITIONS = _gen_ai.GEN_AI_TOOL_DEFINITIONS
 ERROR_TYPE = _error.ERROR_TYPE
+# The TTL split of the cache writes above (Anthropic bills 1-hour writes at 2x input, 5-minute
+# ones at 1.25x). The GenAI conventions have no name for it (semconv 0.66b2); these are the
+# anthropic SDK's own span attributes (anthropic/_tracing.py), which our spans use too.
+CACHE_CREATION_5M_INPUT_TOKENS = "anthropic.usage.cache_creation.ephemeral_5m_input_tokens"
+CACHE_CREATION_1H_INPUT_TOKENS = "anthropic.usage.cache_creation.ephemeral_1h_input_tokens"
 SERVICE_NAME = "service.name"
 SERVICE_VERSION = "service.version"
 

@@ -22,6 +22,15 @@ Instrumentations also disagree on what "input tokens" means:
   include cache read and cache creation tokens; some instrumentations copy the
   provider's raw number instead.
 
+Cache writes have two TTLs, billed apart (5 minutes at 1.25x input, 1 hour at
+2x). The anthropic SDK's own spans and turnledger's carry the split beside the
+total (``anthropic.usage.cache_creation.ephemeral_5m_input_tokens`` /
+``…_1h_input_tokens``); none of the three PyPI instrumentations records it
+(openinference-instrumentation-anthropic 3.1 says so in ``_get_token_counts``;
+opentelemetry-instrumentation-anthropic 0.62 and -genai-anthropic 1.3b0 read
+only the total). A source without the split keeps every write at the 5-minute
+rate; ``ledger.terms.split_cache_writes`` says how an inconsistent split is read.
+
 So the convention is decided per source: by instrumentation scope (name and
 version) where we know it (``SCOPE_CONVENTIONS``), by attribute family
 otherwise. A reported input count smaller than the cache tokens it is supposed
@@ -53,6 +62,7 @@ import orjson
 from . import conventions as c
 from .pricing import TokenCounts
 from .spans import SpanRecord
+from .terms import split_cache_writes
 
 __all__ = [
     "CONTENT_ATTRIBUTES",
@@ -153,6 +163,10 @@ _CACHE_WRITE = (
     "gen_ai.usage.cache_creation_input_tokens",  # deprecated spelling
     "llm.token_count.prompt_details.cache_write",
 )
+# The TTL split of the writes above (the SDK's names; our spans use them too). The total keeps
+# meaning every write: an including source added the total, not the split, to its input count.
+_CACHE_WRITE_1H = (c.CACHE_CREATION_1H_INPUT_TOKENS,)
+_CACHE_WRITE_5M = (c.CACHE_CREATION_5M_INPUT_TOKENS,)
 _REASONING = (
     c.REASONING_OUTPUT_TOKENS,
     "llm.token_count.completion_details.reasoning",
@@ -264,11 +278,17 @@ def _tokens(span: SpanRecord) -> tuple[TokenCounts, str]:
     if includes and reported_in < cache_read + cache_write:
         includes = False  # cannot include more than it counts: an excluding source
     uncached = reported_in - cache_read - cache_write if includes else reported_in
+    one_hour, five_minute = _first(a, _CACHE_WRITE_1H), _first(a, _CACHE_WRITE_5M)
+    if one_hour is None and five_minute is None:  # no split reported: every write at the 5-minute rate
+        write_5m, write_1h = cache_write, 0
+    else:
+        write_5m, write_1h = split_cache_writes(cache_write, _int(one_hour), _int(five_minute))
+    by_term = {
+        "uncached_input": uncached, "output": out, "cache_write": write_5m, "cache_read": cache_read,
+        "cache_write_1h": write_1h,
+    }  # fmt: skip
     return (
-        TokenCounts.of(
-            {"uncached_input": uncached, "output": out, "cache_write": cache_write, "cache_read": cache_read},
-            reasoning,
-        ),
+        TokenCounts.of(by_term, reasoning),
         INCLUDES_CACHE if includes else EXCLUDES_CACHE,
     )
 

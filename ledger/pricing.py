@@ -173,13 +173,30 @@ class ModelPricing:
         }
 
 
+# A database entry that prices 5-minute cache writes but not 1-hour ones (a model listed before
+# genai-prices carried the 1-hour rate) still has Anthropic's 1-hour rule: the term's default
+# multiple of input (2x), not the plain input price a model without any prompt cache gets.
+_MULTIPLE_OF_INPUT_BESIDE = {"cache_write_1h": "cache_write_mtok"}
+
+
 def _unit_price(prices: ModelPrice, term: terms.PriceTerm) -> Decimal | TieredPrices | None:
     """A term's price per million tokens. A database entry without cache prices (models
     with no prompt cache) bills cached tokens as plain input rather than dropping them."""
     price = getattr(prices, term.price_key, None)
     if price is None and term.input_side:
         price = getattr(prices, _INPUT_PRICE, None)
+        beside = _MULTIPLE_OF_INPUT_BESIDE.get(term.key)
+        multiple = term.default_input_multiple
+        if price is not None and multiple is not None and beside and getattr(prices, beside, None) is not None:
+            price = _times(price, multiple)
     return price
+
+
+def _times(price: Decimal | TieredPrices, multiple: Decimal) -> Decimal | TieredPrices:
+    """A price scaled by ``multiple``, tier by tier."""
+    if isinstance(price, TieredPrices):
+        return TieredPrices(base=price.base * multiple, tiers=[Tier(t.start, t.price * multiple) for t in price.tiers])
+    return price * multiple
 
 
 def _decimal(value: object, where: str) -> Decimal:

@@ -254,6 +254,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (2, "trace indexes", _V2_INDEXES),
     (3, "budget rules v2", _V3_BUDGET_RULES),
     (4, "runs pending a rebuild", _V4_RUNS_PENDING),
+    (5, "1-hour cache-write price term", add_term_columns("cache_write_1h")),
 ]
 
 

@@ -1,7 +1,7 @@
 """The price terms: the one list every billed token count and dollar column comes from.
 
-A model call is billed in separate terms (uncached input, output, cache write,
-cache read), never pre-summed. Each term names its token column, its USD
+A model call is billed in separate terms (uncached input, output, cache write
+with a 5-minute TTL, cache read, cache write with a 1-hour TTL), never pre-summed. Each term names its token column, its USD
 column, the genai-prices unit that prices it, how people call it and the
 colour charts give it. The Arrow row layout, the SQL that sums a charge or a
 run, the pricing result, the report's splits and the dashboard's legends are
@@ -19,7 +19,9 @@ from decimal import Decimal
 __all__ = [
     "TERMS",
     "PriceTerm",
+    "input_token_columns",
     "input_tokens_sum",
+    "split_cache_writes",
     "term",
     "token_columns",
     "usd_columns",
@@ -57,7 +59,26 @@ TERMS: tuple[PriceTerm, ...] = (
         "cache_read", "cache_read_tokens", "usd_cache_read", "cache read", "#54A24B", "cache_read_mtok", True,
         Decimal("0.10"),
     ),
+    # Anthropic bills a cache write by the entry's TTL: 5 minutes at 1.25x input (``cache_write``
+    # above, and every write of a source that reports no split), 1 hour at 2x. Added by migration 5.
+    PriceTerm(
+        "cache_write_1h", "cache_write_1h_tokens", "usd_cache_write_1h", "cache write (1 h)", "#6B3D7B",
+        "cache_write_1h_mtok", True, Decimal("2"),
+    ),
 )  # fmt: skip
+
+
+def split_cache_writes(total: int, one_hour: int, five_minute: int = 0) -> tuple[int, int]:
+    """A call's cache writes as (5-minute, 1-hour) tokens: the ``cache_write`` and ``cache_write_1h`` terms.
+
+    ``total`` is every token the call wrote (Anthropic's ``cache_creation_input_tokens``), ``one_hour``
+    and ``five_minute`` the TTL split it reports beside it (0 when it reports none: then every write
+    is a 5-minute write, as before the split existed). Never negative: when the split adds up to more
+    than the total, the total is the number that is wrong (the split is the finer report), so each
+    TTL gets its own reported count; tokens of the total the split leaves unaccounted for are billed
+    at the 5-minute rate, like writes whose TTL nobody reported.
+    """
+    return max(total - one_hour, five_minute), one_hour
 
 
 def term(key: str) -> PriceTerm:
@@ -70,6 +91,11 @@ def term(key: str) -> PriceTerm:
 
 def token_columns() -> list[str]:
     return [t.tokens_column for t in TERMS]
+
+
+def input_token_columns() -> list[str]:
+    """The token columns of the prompt, cached or not (every input-side term)."""
+    return [t.tokens_column for t in TERMS if t.input_side]
 
 
 def usd_columns() -> list[str]:
@@ -89,4 +115,4 @@ def usd_sum(alias: str | None = None) -> str:
 def input_tokens_sum(alias: str | None = None) -> str:
     """SQL for one row's prompt tokens, cached or not: ``(c.uncached_input_tokens + ...)``."""
     prefix = _prefix(alias)
-    return "(" + " + ".join(f"{prefix}{t.tokens_column}" for t in TERMS if t.input_side) + ")"
+    return "(" + " + ".join(f"{prefix}{column}" for column in input_token_columns()) + ")"

@@ -22,33 +22,38 @@ _MTOK = Decimal(1_000_000)
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """USD per million tokens; cache terms are multiples of the input price."""
+    """USD per million tokens; cache terms are multiples of the input price (Anthropic's: a
+    5-minute cache write 1.25x, a 1-hour one 2x, a cache read 0.10x)."""
 
     input_per_mtok: Decimal
     output_per_mtok: Decimal
     cache_write_multiplier: Decimal = Decimal("1.25")
     cache_read_multiplier: Decimal = Decimal("0.10")
+    cache_write_1h_multiplier: Decimal = Decimal("2")
 
     @classmethod
     def of(cls, input_per_mtok: float | str | Decimal, output_per_mtok: float | str | Decimal) -> Price:
         return cls(Decimal(str(input_per_mtok)), Decimal(str(output_per_mtok)))
 
     def cost(self, usage: Usage) -> Decimal:
-        """All four terms, each at its own rate (a cache read is not a full-price input)."""
+        """Every term at its own rate (a cache read is not a full-price input, a 1-hour write
+        is not a 5-minute one)."""
         p_in = self.input_per_mtok
         return (
             usage.input_tokens * p_in
             + usage.output_tokens * self.output_per_mtok
-            + usage.cache_creation_input_tokens * p_in * self.cache_write_multiplier
+            + usage.cache_creation_5m_input_tokens * p_in * self.cache_write_multiplier
+            + usage.cache_creation_1h_input_tokens * p_in * self.cache_write_1h_multiplier
             + usage.cache_read_input_tokens * p_in * self.cache_read_multiplier
         ) / _MTOK
 
 
-# The seeds' list prices (USD per MTok, input/output).
+# The seeds' list prices (USD per MTok, input/output), and claude-sonnet-4-6 (issue #12's worked example).
 DEFAULT_PRICES: Mapping[str, Price] = {
     "claude-opus-5": Price.of(5, 25),
     "claude-sonnet-5": Price.of(3, 15),
     "claude-haiku-4-5": Price.of(1, 5),
+    "claude-sonnet-4-6": Price.of(3, 15),
 }
 
 

@@ -6,7 +6,9 @@ purpose: ``build_request`` (pure, gives the exact JSON payload) and ``send``
 layer can capture the exact context of an attempt even when that attempt fails.
 
 Usage follows the Anthropic convention throughout: ``input_tokens`` is the
-*uncached* input only; cache writes and cache reads are separate counts.
+*uncached* input only; cache writes and cache reads are separate counts, and
+the writes' 1-hour share (billed at 2x input, 5-minute writes at 1.25x) is
+kept from the API's ``usage.cache_creation``.
 The scripted stand-in for a provider lives with the demo data
 (:mod:`collector.demo.scripted_llm`).
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ledger.errors import LLMError
+from ledger.terms import split_cache_writes
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -50,13 +53,17 @@ EPHEMERAL = {"type": "ephemeral"}
 class Usage:
     """Billed tokens of one call (or a sum of calls), Anthropic convention.
 
-    The four terms never overlap: ``input_tokens`` excludes both cache terms.
+    The four counts never overlap: ``input_tokens`` excludes both cache counts.
+    ``cache_creation_input_tokens`` is every cache write, as the API reports it;
+    ``cache_creation_1h_input_tokens`` is the part of it written with a 1-hour
+    TTL (the rest are 5-minute writes).
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -64,7 +71,13 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cache_creation_input_tokens + other.cache_creation_input_tokens,
             self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_1h_input_tokens + other.cache_creation_1h_input_tokens,
         )
+
+    @property
+    def cache_creation_5m_input_tokens(self) -> int:
+        """The cache writes with a 5-minute TTL (every write, when the API gave no split)."""
+        return self.cache_creation_input_tokens - self.cache_creation_1h_input_tokens
 
     @property
     def prompt_tokens(self) -> int:
@@ -77,17 +90,30 @@ class Usage:
 
     @classmethod
     def from_api(cls, usage: Any) -> Usage:
-        """From an SDK usage object or a usage dict; absent cache counts are 0."""
+        """From an SDK usage object or a usage dict; absent cache counts are 0.
 
-        def get(name: str) -> int:
-            value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
+        The TTL split comes from ``usage.cache_creation`` (``ephemeral_5m_input_tokens``,
+        ``ephemeral_1h_input_tokens``), read as the ledger reads it
+        (``ledger.terms.split_cache_writes``): the total written is then the two TTLs' sum.
+        """
+
+        def get(source: Any, name: str) -> int:
+            value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
             return int(value or 0)
 
+        written = get(usage, "cache_creation_input_tokens")
+        split = usage.get("cache_creation") if isinstance(usage, Mapping) else getattr(usage, "cache_creation", None)
+        five_minute, one_hour = written, 0
+        if split is not None:
+            five_minute, one_hour = split_cache_writes(
+                written, get(split, "ephemeral_1h_input_tokens"), get(split, "ephemeral_5m_input_tokens")
+            )
         return cls(
-            get("input_tokens"),
-            get("output_tokens"),
-            get("cache_creation_input_tokens"),
-            get("cache_read_input_tokens"),
+            get(usage, "input_tokens"),
+            get(usage, "output_tokens"),
+            five_minute + one_hour,
+            get(usage, "cache_read_input_tokens"),
+            one_hour,
         )
 
 

@@ -9,6 +9,7 @@ from dashboard import ui
 from dashboard.loaders import load
 from dashboard.pricebook import price_book_summary, unit_prices
 from ledger import queries as q
+from ledger.terms import TERMS
 
 UNPRICED_FIX = """# prices.toml: pass with --prices PATH or TURNLEDGER_PRICES=PATH (USD per million tokens)
 [[model]]
@@ -17,7 +18,7 @@ provider = "PROVIDER"
 effective_from = 2026-01-01
 input = "1.00"
 output = "5.00"
-# cache_write / cache_read default to 1.25x / 0.10x of input"""
+# cache_write / cache_read / cache_write_1h default to 1.25x / 0.10x / 2x of input"""
 
 
 def render() -> None:
@@ -85,20 +86,12 @@ def render() -> None:
             key="applied_prices",
         )
         st.subheader("Current unit prices of these models", anchor=False)
-        st.caption("USD per million tokens for each of the four price terms, as the price book prices a call today.")
+        st.caption("USD per million tokens for each price term, as the price book prices a call today.")
         models = applied[["provider", "model"]].drop_duplicates()
         st.dataframe(
             pd.DataFrame(unit_prices(list(models.itertuples(index=False, name=None)))),
             hide_index=True,
-            column_config={
-                k: st.column_config.NumberColumn(v, format="$%.4f")
-                for k, v in {
-                    "input": "uncached input",
-                    "output": "output",
-                    "cache_write": "cache write",
-                    "cache_read": "cache read",
-                }.items()
-            },
+            column_config={t.price_name: st.column_config.NumberColumn(t.label, format="$%.4f") for t in TERMS},
             key="unit_prices",
         )
 

@@ -28,7 +28,7 @@ def render() -> None:
 
     c = st.columns(5)
     metric(c[0], "Runs", count(cost["runs"]), "Runs (traces) that started in the selected range and match the filters.")
-    metric(c[1], "Total spend", usd(cost["total_usd"]), "Sum of every charge: all four price terms, every attempt.")
+    metric(c[1], "Total spend", usd(cost["total_usd"]), "Sum of every charge: every price term, every attempt.")
     metric(
         c[2],
         "Median cost per run",
@@ -128,7 +128,7 @@ def render() -> None:
         models = load(q.model_attribution, f)
         st.plotly_chart(charts.model_terms(models), key="model_terms")
         st.caption(
-            "Spend per model split into the four price terms. Much green (cache read) and little blue "
+            "Spend per model split into its price terms. Much green (cache read) and little blue "
             "(uncached input) is what a working prompt cache looks like."
         )
     with right:
@@ -141,7 +141,7 @@ def render() -> None:
         st.plotly_chart(charts.stop_causes(stops), key="stop_causes")
         st.caption("How runs ended: green completed, red anything else (step cap, loop halt, budget stop, error).")
     with right:
-        st.markdown("**Per model: calls, spend and the four price terms**")
+        st.markdown("**Per model: calls, spend and each price term**")
         st.dataframe(
             models[["model", "calls", "usd_total", "share", *usd_columns(), "unpriced_calls"]],
             hide_index=True,

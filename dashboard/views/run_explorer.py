@@ -26,10 +26,11 @@ from dashboard.loaders import context, load
 from dashboard.ui import ALL, count, first_row, metric, pct, usd
 from ledger import conventions as conv
 from ledger import queries as q
-from ledger.terms import TERMS, token_columns
+from ledger.terms import TERMS, input_token_columns, token_columns
 
 TURN_COLUMNS = ["turn", "model", "call_site", "attempts", *token_columns(), "hit_rate", "usd", "cumulative_usd",
                 "cache", "cache note"]  # fmt: skip
+_INPUT_COLUMNS = input_token_columns()  # a call's input tokens: every input-side term, cached or not
 EVENT_LABELS = {
     conv.EVENT_LOOP_TRIP: "loop trip",
     conv.EVENT_BUDGET_WARN: "budget warning",
@@ -102,7 +103,7 @@ def _header(run: dict[str, Any]) -> None:
         f"tenant {run.get('tenant')} · models {run.get('models')} · stopped: {stop}{detail}"
     )
     c = st.columns(6)
-    metric(c[0], "Run cost", usd(run["usd_total"]), "All charges of this run: four price terms, every attempt.")
+    metric(c[0], "Run cost", usd(run["usd_total"]), "All charges of this run: every price term, every attempt.")
     metric(
         c[1], "Turns", count(run["turns"]), "Model calls made by the agent loop (call site `agent`), retries folded in."
     )
@@ -171,7 +172,7 @@ def _trace_tree(tree: pd.DataFrame) -> None:
         if s.get("soft_failure"):
             status = f"{status} · soft failure"
         is_call = isinstance(s.get("model"), str)
-        inp = sum(int(s.get(k) or 0) for k in ("uncached_input_tokens", "cache_write_tokens", "cache_read_tokens"))
+        inp = sum(int(s.get(k) or 0) for k in _INPUT_COLUMNS)
         detail = s.get("tool_result") or s.get("status_message") or ""
         rows.append(
             {
@@ -316,7 +317,7 @@ def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:
     with left:
         st.caption(
             f"What turn {turn} sent, part by part. Tokens are an estimate (characters / 4 of the JSON); "
-            f"the provider counted {count(row['uncached_input_tokens'] + row['cache_write_tokens'] + row['cache_read_tokens'])} input tokens."
+            f"the provider counted {count(sum(row[k] for k in _INPUT_COLUMNS))} input tokens."
         )
         st.dataframe(
             pd.DataFrame(

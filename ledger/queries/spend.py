@@ -74,8 +74,7 @@ def cache_hit_rate(f: Filters = NO_FILTERS, by: str = "overall") -> Query:
     tail = f" GROUP BY {group} ORDER BY hit_rate NULLS LAST" if group else ""
     return Query(
         w
-        + f"""SELECT {select}{HIT_RATE} AS hit_rate, sum(cache_read_tokens) AS cache_read_tokens,
-       sum(cache_write_tokens) AS cache_write_tokens, sum(uncached_input_tokens) AS uncached_input_tokens,
+        + f"""SELECT {select}{HIT_RATE} AS hit_rate, {sums(terms.input_token_columns())},
        {verdict_sql(HIT_RATE)} AS verdict
 FROM fc{tail}""",
         p,

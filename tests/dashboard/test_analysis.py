@@ -140,6 +140,13 @@ def test_a_turn_reading_less_than_was_cached_is_flagged_with_the_shortfall():
     assert checks[2].expected_read == 6_300 and "6,300 re-billed" in checks[2].note
 
 
+def test_1_hour_cache_writes_count_as_cached_for_the_next_turn():
+    one_hour = {**_turn(1, 0, 0), "cache_write_1h_tokens": 6_100}  # the run's first call wrote for 1 hour
+    checks = check_cache([one_hour, _turn(2, 6_100, 300), _turn(3, 0, 0, 6_400)])
+    assert [c.status for c in checks] == ["first call", "ok", "broke"]
+    assert "wrote 6,100 tokens" in checks[0].note and checks[1].expected_read == 6_100
+
+
 def test_cache_checks_compare_within_one_call_site_and_model():
     checks = check_cache([_turn(1, 0, 5_000), _turn(2, 0, 0, 900, site="summarizer"), _turn(3, 5_000, 100)])
     assert [c.status for c in checks] == ["first call", "first call", "ok"]

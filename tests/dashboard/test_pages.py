@@ -126,11 +126,14 @@ def test_overview_charts_carry_the_ledgers_figures(app, sample_db, rows):
 
     terms = figs["Spend per model, split by price term"]
     attribution = rows(sample_db, q.model_attribution()).set_index("model")
-    assert [t["name"] for t in terms["data"]] == ["uncached input", "output", "cache write", "cache read"]
+    assert [t["name"] for t in terms["data"]] == [
+        "uncached input", "output", "cache write", "cache read", "cache write (1 h)",
+    ]  # fmt: skip
     opus = {t["name"]: dict(zip(values(t["y"]), values(t["x"]), strict=True))["claude-opus-5"] for t in terms["data"]}
     assert opus == pytest.approx(
         {"uncached input": attribution.loc["claude-opus-5", "usd_input"], "output": attribution.loc["claude-opus-5", "usd_output"],
-         "cache write": attribution.loc["claude-opus-5", "usd_cache_write"], "cache read": attribution.loc["claude-opus-5", "usd_cache_read"]}
+         "cache write": attribution.loc["claude-opus-5", "usd_cache_write"], "cache read": attribution.loc["claude-opus-5", "usd_cache_read"],
+         "cache write (1 h)": attribution.loc["claude-opus-5", "usd_cache_write_1h"]}
     )  # fmt: skip
     assert "mystery-model-1 (UNPRICED)" in values(terms["data"][0]["y"])
 
@@ -387,3 +390,47 @@ def test_pages_read_through_a_running_server(app, sample_db, tmp_path, monkeypat
         assert any(c.language == "json" and "rotate an API key" in c.value for c in at.code)
     finally:
         server.stop()
+
+
+# --- 1-hour cache writes (issue #12) ------------------------------------------------------------------
+@pytest.fixture
+def one_hour_db(tmp_path: Path) -> tuple[Path, str]:
+    """One call of issue #12's worked example, its 6,100 cache-write tokens written for 1 hour."""
+    from ledger import conventions as c
+    from ledger.ingest import ingest
+    from ledger.spans import SpanRecord
+
+    attrs = {
+        c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic", c.REQUEST_MODEL: "claude-sonnet-4-6",
+        c.INPUT_TOKENS: 6_141, c.OUTPUT_TOKENS: 67, c.CACHE_CREATION_INPUT_TOKENS: 6_100,
+        c.CACHE_CREATION_1H_INPUT_TOKENS: 6_100, c.CACHE_CREATION_5M_INPUT_TOKENS: 0,
+    }  # fmt: skip
+    start = 1_780_000_000 * 10**9
+    span = SpanRecord("ab" * 16, "cd" * 8, "chat claude-sonnet-4-6", start, start + 10**9, attributes=attrs,
+                      scope_name="turnledger.harness")  # fmt: skip
+    path = tmp_path / "one_hour.duckdb"
+    with open_ledger(path) as con:
+        ingest(con, [span])
+    return path, span.trace_id
+
+
+def test_pages_show_the_1_hour_cache_write_term(app, one_hour_db):
+    db, trace_id = one_hour_db
+    at = app(db)
+    models = table(at, "model", "usd_cache_write_1h")
+    assert models["usd_cache_write_1h"].tolist() == pytest.approx([0.0366])
+    assert models["usd_total"].tolist() == pytest.approx([0.037728])
+    terms = figures(at)["Spend per model, split by price term"]
+    assert "cache write (1 h)" in [t["name"] for t in terms["data"]]
+
+    at = app(db, "run_explorer", trace=trace_id)
+    turns = table(at, "turn", "cumulative_usd")
+    assert (turns["cache_write_tokens"].tolist(), turns["cache_write_1h_tokens"].tolist()) == ([0], [6_100])
+    tree = table(at, "span", "duration (ms)")
+    assert tree["input tokens"].dropna().tolist() == [6_141]  # every input-side term, the 1-hour writes included
+
+    at = app(db, "models")
+    units = table(at, "input", "cache_write_1h").set_index("model")
+    assert units.loc["claude-sonnet-4-6", ["input", "cache_write", "cache_write_1h"]].tolist() == pytest.approx(
+        [3, 3.75, 6]
+    )

@@ -24,17 +24,32 @@ from typing import Any
 
 from collector.demo.scripted_llm import PromptCacheModel, estimate_tokens
 
-__all__ = ["Exchange", "FakeAnthropicServer", "FakeError", "FakeReply"]
+__all__ = ["Exchange", "FakeAnthropicServer", "FakeError", "FakeReply", "api_usage"]
+
+
+def api_usage(
+    input_tokens: int = 0, output_tokens: int = 0, *, cache_read: int = 0, cache_5m: int = 0, cache_1h: int = 0
+) -> dict[str, Any]:
+    """A usage object as the Messages API reports it with the cache writes split by TTL: the
+    total in ``cache_creation_input_tokens``, the split under ``cache_creation``."""
+    return {
+        "input_tokens": input_tokens,
+        "cache_creation_input_tokens": cache_5m + cache_1h,
+        "cache_read_input_tokens": cache_read,
+        "output_tokens": output_tokens,
+        "cache_creation": {"ephemeral_5m_input_tokens": cache_5m, "ephemeral_1h_input_tokens": cache_1h},
+    }
 
 
 @dataclass(frozen=True)
 class FakeReply:
     """A successful Messages API response. ``usage`` None: estimated from the
-    request with the same prompt-cache model the scripted client uses."""
+    request with the same prompt-cache model the scripted client uses; with the
+    TTL split of the cache writes: ``api_usage(...)``."""
 
     content: list[dict[str, Any]]
     stop_reason: str = "end_turn"
-    usage: Mapping[str, int] | None = None
+    usage: Mapping[str, Any] | None = None
     model: str | None = None
 
     @classmethod

@@ -29,7 +29,7 @@ FAKE = PriceTerm(
 )
 FAKE_TOKENS = 1_000  # on every call; five_turn_run runs on claude-opus-5 ($5 input): the fake term costs $10 / MTok
 FAKE_USD = Decimal("0.01")
-FOUR_TERMS = "(usd_input + usd_output + usd_cache_write + usd_cache_read)"  # the terms before the fake one
+REAL_TERMS = usd_sum()  # the terms before the fake one (read at import, before a test adds it)
 
 
 def _live_columns(con, name):
@@ -98,8 +98,8 @@ def test_a_new_price_term_reaches_the_schema_the_charges_the_sums_and_the_runs(f
     assert len(charges) == 5
     assert set(charges) == {("claude-opus-5", FAKE_TOKENS, FAKE_USD)}
 
-    (four, summed) = con.execute(f"SELECT sum({FOUR_TERMS}), sum({usd_sum()}) FROM charges").fetchone()
-    assert summed == four + 5 * FAKE_USD
+    (real, summed) = con.execute(f"SELECT sum({REAL_TERMS}), sum({usd_sum()}) FROM charges").fetchone()
+    assert summed == real + 5 * FAKE_USD
     run = con.execute("SELECT fake_term_tokens, usd_fake_term, usd_total FROM runs").fetchall()
     assert run == [(5 * FAKE_TOKENS, 5 * FAKE_USD, summed)]
 

@@ -28,7 +28,11 @@ warnings and stops and hand-offs on the root.
 Timestamps are the harness's own (``Runtime.clock_ns``), so a run driven by a
 virtual clock produces a trace in that clock. Token counts follow the current
 GenAI conventions: ``gen_ai.usage.input_tokens`` INCLUDES cache reads and
-writes (the harness's ``Usage`` is Anthropic-style and excludes them).
+writes (the harness's ``Usage`` is Anthropic-style and excludes them);
+``gen_ai.usage.cache_creation.input_tokens`` is every write, and a call that
+wrote 1-hour cache entries also carries the TTL split under the anthropic
+SDK's names (``anthropic.usage.cache_creation.ephemeral_5m_input_tokens`` /
+``…_1h_input_tokens``, ``ledger.conventions``; the GenAI conventions have none).
 
 Threading: tool hooks arrive on worker threads. Per-thread state (the open
 tool span, a retry event waiting for its attempt) lives in a ``threading.local``;
@@ -287,6 +291,11 @@ class OTelObserver(Observer):
             c.CACHE_READ_INPUT_TOKENS: u.cache_read_input_tokens,
             c.COST_USD: float(outcome.cost_usd),
         }
+        if u.cache_creation_1h_input_tokens:
+            # The TTL split, only when a 1-hour write happened: without it every write is a
+            # 5-minute one, which is what a span without these attributes means.
+            attrs[c.CACHE_CREATION_5M_INPUT_TOKENS] = u.cache_creation_5m_input_tokens
+            attrs[c.CACHE_CREATION_1H_INPUT_TOKENS] = u.cache_creation_1h_input_tokens
         if outcome.ok:
             attrs[c.RESPONSE_MODEL] = outcome.response_model or attempt.model
             if outcome.stop_reason:
