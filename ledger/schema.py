@@ -249,11 +249,19 @@ def _alter_indexed(con: duckdb.DuckDBPyConnection, table: str, alters: list[str]
         con.execute(create)
 
 
+def _v6_invalid_usage(con: duckdb.DuckDBPyConnection) -> None:
+    """Charges whose reported usage could not be taken (negative, NaN, past MAX_TOKENS...) are
+    flagged, and runs count them, like unpriced calls: never a silent $0."""
+    _alter_indexed(con, "charges", ["ALTER TABLE charges ADD COLUMN invalid_usage BOOLEAN NOT NULL DEFAULT false"])
+    _alter_indexed(con, "runs", ["ALTER TABLE runs ADD COLUMN invalid_usage_calls INTEGER NOT NULL DEFAULT 0"])
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
     (3, "budget rules v2", _V3_BUDGET_RULES),
     (4, "runs pending a rebuild", _V4_RUNS_PENDING),
+    (6, "invalid usage flag", _v6_invalid_usage),
 ]
 
 
