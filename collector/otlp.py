@@ -74,6 +74,20 @@ def _pb_attrs(kvs: Any, depth: int = 0) -> dict[str, Any]:
     }
 
 
+def _pb_where(sp: Any, exc: _SpanProblem) -> str:
+    """The problem of a span past the limits, naming the attribute (found again: the rare path)."""
+    for prefix, kvs in (
+        ("attributes", sp.attributes),
+        *((f"events[{i}].attributes", e.attributes) for i, e in enumerate(sp.events)),
+    ):
+        for kv in kvs:
+            try:
+                _pb_value(kv.value)
+            except _SpanProblem as found:
+                return f"{prefix}.{kv.key}: {found}"
+    return f"attributes: {exc}"  # a count past the limits
+
+
 def _pb_events(events: Any) -> tuple[SpanEvent, ...]:
     if len(events) > MAX_EVENTS:
         raise _SpanProblem(f"{len(events)} events, more than {MAX_EVENTS}")
@@ -102,7 +116,7 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
                     attributes = attrs(sp.attributes)
                     decoded_events = _pb_events(events) if events else ()
                 except _SpanProblem as exc:
-                    attributes, decoded_events, problem = {}, (), f"attributes: {exc}"
+                    attributes, decoded_events, problem = {}, (), _pb_where(sp, exc)
                 # Positional, in SpanRecord's field order: measurably faster than keywords.
                 append(
                     SpanRecord(
