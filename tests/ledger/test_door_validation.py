@@ -38,7 +38,7 @@ KEYS = [*TOKEN_KEYS, "gen_ai.input.messages", "gen_ai.system_instructions", "gen
 SCALARS = (
     st.builds(lambda i: {"intValue": str(i)}, st.integers(-(2**70), 2**70) | st.sampled_from([0, MAX_TOKENS, 2**63]))
     | st.builds(lambda f: {"doubleValue": f if math.isfinite(f) else str(f)}, st.floats())
-    | st.builds(lambda t: {"stringValue": t}, st.text(max_size=12) | st.sampled_from(["[1, 2]", "{}", "12", "NaN"]))
+    | st.builds(lambda t: {"stringValue": t}, st.text(max_size=12) | st.sampled_from(["[1, 2]", "{}", "12", "NaN", "\ud800", "[\"\udfff\"]"]))
     | st.builds(lambda b: {"boolValue": b}, st.booleans())
 )
 VALUES = st.recursive(
@@ -120,6 +120,18 @@ def test_any_attribute_values_are_written_whole_or_rejected_by_name(spans, as_ar
     for _, invalid, tokens_in, tokens_out in flagged:  # counts within the ceiling, flagged or not
         assert 0 <= tokens_in <= MAX_TOKENS and 0 <= tokens_out <= MAX_TOKENS
         assert isinstance(invalid, bool)
+
+
+def test_a_span_whose_row_cannot_be_built_is_rejected_alone_and_its_neighbours_land():
+    # A lone surrogate (valid JSON escape, no UTF-8 column holds it) fails the span's own rows.
+    bad = h.chat(2, {"key": "note", "value": {"stringValue": "\ud800"}})
+    records = decode_json(h.request_json([h.chat(1), bad, h.chat(3)]))
+    con = open_ledger(":memory:")
+    report = write(con, [prepare(records)])
+    assert report.spans_written == 2
+    assert [r.split(": ")[0] for r in report.rejected] == [f"{h.TRACE}/{h.span_id(2)}"]
+    assert "cannot be stored" in report.rejected[0]
+    assert con.execute("SELECT count(*) FROM charges").fetchone() == (2,)
 
 
 def test_each_token_count_the_issue_names_is_flagged_never_a_silent_zero():
