@@ -25,10 +25,10 @@ __all__ = [
     "charge_totals",
     "cost_per_run",
     "cost_per_successful_run",
+    "invalid_usage_charges",
     "model_attribution",
     "retry_charges",
     "spend_over_time",
-    "invalid_usage_charges",
     "unpriced_models",
     "where_the_money_went",
 ]

@@ -38,7 +38,10 @@ KEYS = [*TOKEN_KEYS, "gen_ai.input.messages", "gen_ai.system_instructions", "gen
 SCALARS = (
     st.builds(lambda i: {"intValue": str(i)}, st.integers(-(2**70), 2**70) | st.sampled_from([0, MAX_TOKENS, 2**63]))
     | st.builds(lambda f: {"doubleValue": f if math.isfinite(f) else str(f)}, st.floats())
-    | st.builds(lambda t: {"stringValue": t}, st.text(max_size=12) | st.sampled_from(["[1, 2]", "{}", "12", "NaN", "\ud800", "[\"\udfff\"]"]))
+    | st.builds(
+        lambda t: {"stringValue": t},
+        st.text(max_size=12) | st.sampled_from(["[1, 2]", "{}", "12", "NaN", "\ud800", '["\udfff"]']),
+    )
     | st.builds(lambda b: {"boolValue": b}, st.booleans())
 )
 VALUES = st.recursive(
