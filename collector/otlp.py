@@ -22,13 +22,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ledger.errors import MalformedInput
-from ledger.limits import MAX_ATTRIBUTE_DEPTH, MAX_ATTRIBUTES, MAX_EVENTS
+from ledger.limits import INT64_MAX, INT64_MIN, MAX_ATTRIBUTE_DEPTH, MAX_ATTRIBUTES, MAX_EVENTS
 from ledger.spans import SpanEvent, SpanRecord
 
-__all__ = ["decode_json", "decode_protobuf", "encode_json", "read_file"]
+__all__ = ["decode_json", "decode_protobuf", "encode_json", "read_file", "read_file_parts"]
 
 _KINDS = ["UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"]
 _STATUS = ["UNSET", "OK", "ERROR"]
+
+
+class _SpanProblem(ValueError):
+    """A field of one span cannot be decoded (or is past ``ledger.limits``); the message names it."""
 
 
 # --- protobuf -----------------------------------------------------------------------
@@ -40,28 +44,54 @@ _STATUS_NAMES = dict(enumerate(_STATUS))
 _PLAIN = frozenset({"string_value", "int_value", "double_value", "bool_value"})
 
 
-def _pb_value(v: AnyValue) -> Any:
+def _pb_value(v: AnyValue, depth: int = 0) -> Any:
     which = v.WhichOneof("value")
     if which in _PLAIN:
         return getattr(v, which)
+    if depth >= MAX_ATTRIBUTE_DEPTH:  # the parser's own limit lets arrays nest ~47 deep
+        raise _SpanProblem(f"an attribute value is nested deeper than {MAX_ATTRIBUTE_DEPTH} levels")
     if which == "array_value":
         # Non-empty strings read directly (as in _pb_attrs): arrays are mostly of strings.
-        return [s if (s := x.string_value) else _pb_value(x) for x in v.array_value.values]
+        return [s if (s := x.string_value) else _pb_value(x, depth + 1) for x in v.array_value.values]
     if which == "kvlist_value":
-        return _pb_attrs(v.kvlist_value.values)
+        return _pb_attrs(v.kvlist_value.values, depth + 1)
     if which == "bytes_value":
         return base64.b64encode(v.bytes_value).decode()
     return None
 
 
-def _pb_attrs(kvs: Iterable[Any]) -> dict[str, Any]:
+def _pb_attrs(kvs: Any, depth: int = 0) -> dict[str, Any]:
     # _pb_value inlined for the common cases, for speed (a Python call per attribute was
     # most of the cost): a non-empty string or non-zero int (nearly all GenAI attribute
     # values) can only be the oneof member that is set, so it is read directly; anything
     # else (0, "", doubles, bools, arrays, kvlists, bytes, no value) takes the call.
+    if len(kvs) > MAX_ATTRIBUTES:
+        raise _SpanProblem(f"{len(kvs)} attributes, more than {MAX_ATTRIBUTES}")
+    if depth:
+        return {kv.key: _pb_value(kv.value, depth) for kv in kvs}
     return {
         kv.key: (s if (s := (v := kv.value).string_value) else i if (i := v.int_value) else _pb_value(v)) for kv in kvs
     }
+
+
+def _pb_where(sp: Any, exc: _SpanProblem) -> str:
+    """The problem of a span past the limits, naming the attribute (found again: the rare path)."""
+    for prefix, kvs in (
+        ("attributes", sp.attributes),
+        *((f"events[{i}].attributes", e.attributes) for i, e in enumerate(sp.events)),
+    ):
+        for kv in kvs:
+            try:
+                _pb_value(kv.value)
+            except _SpanProblem as found:
+                return f"{prefix}.{kv.key}: {found}"
+    return f"attributes: {exc}"  # a count past the limits
+
+
+def _pb_events(events: Any) -> tuple[SpanEvent, ...]:
+    if len(events) > MAX_EVENTS:
+        raise _SpanProblem(f"{len(events)} events, more than {MAX_EVENTS}")
+    return tuple(SpanEvent(e.name, e.time_unix_nano, _pb_attrs(e.attributes)) for e in events)
 
 
 def decode_protobuf(body: bytes) -> list[SpanRecord]:
@@ -72,12 +102,21 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
         raise MalformedInput(f"not an OTLP ExportTraceServiceRequest protobuf: {exc}") from None
     out: list[SpanRecord] = []
     append, attrs, kinds, statuses = out.append, _pb_attrs, _KIND_NAMES.get, _STATUS_NAMES.get
-    for rs in request.resource_spans:
-        resource = attrs(rs.resource.attributes)  # one dict shared by the resource's spans
+    for i, rs in enumerate(request.resource_spans):
+        try:
+            resource = attrs(rs.resource.attributes)  # one dict shared by the resource's spans
+        except _SpanProblem as exc:  # shared by every span below: the request is malformed
+            raise MalformedInput(f"resourceSpans[{i}].resource: {exc}") from None
         for ss in rs.scope_spans:
             scope_name, scope_version = ss.scope.name, ss.scope.version
             for sp in ss.spans:
                 status, events = sp.status, sp.events
+                problem = ""
+                try:  # a value past the limits costs its span only (ingest rejects it, naming it)
+                    attributes = attrs(sp.attributes)
+                    decoded_events = _pb_events(events) if events else ()
+                except _SpanProblem as exc:
+                    attributes, decoded_events, problem = {}, (), _pb_where(sp, exc)
                 # Positional, in SpanRecord's field order: measurably faster than keywords.
                 append(
                     SpanRecord(
@@ -90,15 +129,12 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
                         kinds(sp.kind, "UNSPECIFIED"),
                         statuses(status.code, "UNSET"),
                         status.message,
-                        attrs(sp.attributes),
-                        (
-                            tuple(SpanEvent(e.name, e.time_unix_nano, attrs(e.attributes)) for e in events)
-                            if events
-                            else ()
-                        ),
+                        attributes,
+                        decoded_events,
                         resource,
                         scope_name,
                         scope_version,
+                        problem,
                     )
                 )
     return out
@@ -111,10 +147,6 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
 # help). A value that cannot be taken (an integer that is not one, nesting or counts
 # past the limits) is that span's `problem`: ingest rejects it alone and the request's
 # other spans still land.
-class _SpanProblem(ValueError):
-    """A field of one span cannot be decoded; the message names it."""
-
-
 def _json_value(v: Any, where: str, depth: int = 0) -> Any:
     if not isinstance(v, dict) or not v:
         return None
@@ -124,7 +156,8 @@ def _json_value(v: Any, where: str, depth: int = 0) -> Any:
     if key == "stringValue":
         return str(value)
     if key == "intValue":
-        return _int(value, where)
+        n = _int(value, where)
+        return n if INT64_MIN <= n <= INT64_MAX else str(n)  # past int64: kept as its digits (ledger.limits)
     if key == "doubleValue":
         try:
             return float(value)
@@ -350,25 +383,33 @@ def read_file(path: Path | str) -> list[SpanRecord]:
 
     Raises MalformedInput with the file name and the problem.
     """
+    return [span for _, spans in read_file_parts(path) for span in spans]
+
+
+def read_file_parts(path: Path | str) -> list[tuple[int | None, list[SpanRecord]]]:
+    """``read_file`` by request: ``(line number, spans)`` per line of a JSON-lines file,
+    ``(None, spans)`` for a whole file, so a caller can say where each span came from."""
     path = Path(path)
     try:
         data = _decompress(path.read_bytes())
     except OSError as exc:
         raise MalformedInput(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (EOFError, zlib.error) as exc:  # a truncated or corrupt gzip file
+        raise MalformedInput(f"{path}: cannot decompress: {exc}") from None
     try:
         stripped = data.lstrip()
         if stripped[:1] in (b"{", b"["):
             if path.suffix == ".jsonl" or (b"\n{" in stripped and stripped[:1] == b"{" and _is_jsonl(stripped)):
-                out = []
+                out: list[tuple[int | None, list[SpanRecord]]] = []
                 for n, line in enumerate(stripped.splitlines(), 1):
                     if line.strip():
                         try:
-                            out += decode_json(line)
+                            out.append((n, decode_json(line)))
                         except MalformedInput as exc:
                             raise MalformedInput(f"line {n}: {exc}") from None
                 return out
-            return decode_json(stripped)
-        return decode_protobuf(data)
+            return [(None, decode_json(stripped))]
+        return [(None, decode_protobuf(data))]
     except MalformedInput as exc:
         raise MalformedInput(f"{path}: {exc}") from None
 
@@ -379,3 +420,5 @@ def _is_jsonl(data: bytes) -> bool:
         return False
     except json.JSONDecodeError:
         return True
+    except RecursionError:  # one document nested past the parser: not lines; decode_json says why
+        return False

@@ -8,7 +8,17 @@ agent's spans and far below what would overflow a column or a stack.
 
 from __future__ import annotations
 
-__all__ = ["MAX_ATTRIBUTES", "MAX_ATTRIBUTE_DEPTH", "MAX_EVENTS", "MAX_TIME_NS", "MAX_TOKENS", "MIN_TIME_NS"]
+__all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "MAX_ATTEMPT",
+    "MAX_ATTRIBUTES",
+    "MAX_ATTRIBUTE_DEPTH",
+    "MAX_EVENTS",
+    "MAX_TIME_NS",
+    "MAX_TOKENS",
+    "MIN_TIME_NS",
+]
 
 MAX_TOKENS = 10**9  # tokens in one call's term: a 1M-token context is 10^6
 MIN_TIME_NS = 1  # after the Unix epoch (0 is "unset" in OTLP)
@@ -16,3 +26,7 @@ MAX_TIME_NS = 2**62  # year 2116: leaves room in TIMESTAMP_NS (int64) for durati
 MAX_ATTRIBUTE_DEPTH = 32  # nested arrays / key-value lists inside one attribute value
 MAX_ATTRIBUTES = 4096  # attributes on one span, one event or one resource
 MAX_EVENTS = 4096  # events on one span
+MAX_ATTEMPT = 2**31 - 1  # the charges.attempt INTEGER column; past it (or unreadable) the attempt reads as 1
+# OTLP's intValue is an int64. An attribute integer outside it (JSON can spell one,
+# Python can set one) is kept as its decimal text, so it is stored, never overflowed.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

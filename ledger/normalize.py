@@ -60,6 +60,7 @@ from typing import Any
 import orjson
 
 from . import conventions as c
+from .limits import MAX_ATTEMPT, MAX_TOKENS
 from .pricing import TokenCounts
 from .spans import SpanRecord
 from .terms import split_cache_writes
@@ -184,6 +185,9 @@ _MODEL_KEYS = (
 _PROVIDER_KEYS = (c.PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system", "llm.vendor")
 _FINISH_KEYS = (c.FINISH_REASONS, "llm.finish_reason", "gen_ai.completion.0.finish_reason", "llm.response.stop_reason")
 _TOKEN_KEYS = (c.INPUT_TOKENS, *_DEPRECATED_PROMPT, _OPENINFERENCE_PROMPT)
+# One-key families, as the tuples _count reads.
+_INPUT, _OUTPUT = (c.INPUT_TOKENS,), (c.OUTPUT_TOKENS,)
+_OPENINFERENCE_PROMPT_KEYS, _OPENINFERENCE_COMPLETION_KEYS = (_OPENINFERENCE_PROMPT,), (_OPENINFERENCE_COMPLETION,)
 _LEGACY_REQUEST_TYPE = "llm.request.type"  # OpenLLMetry before gen_ai.operation.name
 
 # Attributes that carry captured request content: moved to the content store at ingest.
@@ -219,6 +223,9 @@ class ModelCall:
     retry_cause: str
     call_site: str
     finish_reason: str
+    # Why the usage cannot be taken as reported ("" when it can): the unusable counts
+    # are 0 and the charge is flagged invalid_usage, never a silent $0.
+    invalid_usage: str = ""
 
 
 def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
@@ -232,8 +239,51 @@ def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
 def _int(value: Any) -> int:
     try:
         return max(0, int(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         return 0
+
+
+def _attempt(value: Any) -> int:
+    """The attempt number; unreadable or outside [1, MAX_ATTEMPT] reads as the first (it is not usage)."""
+    n = _int(value)
+    return n if 1 <= n <= MAX_ATTEMPT else 1
+
+
+def _count(attrs: Mapping[str, Any], keys: tuple[str, ...], bad: list[str]) -> int:
+    """The first token count present under ``keys``: an integer in [0, MAX_TOKENS].
+
+    Anything else (negative, fractional, NaN, not a number, past the ceiling)
+    is not guessed: it counts 0 and its key is added to ``bad``, which flags the
+    charge ``invalid_usage``. The hot path is one type check and one range check.
+    """
+    for key in keys:
+        value = attrs.get(key)
+        if value is None or value == "":
+            continue
+        if type(value) is int and 0 <= value <= MAX_TOKENS:
+            return value
+        n = _loose_count(value)
+        if n is None:
+            bad.append(f"{key} {str(value)[:40]!r} is not a token count (an integer in [0, {MAX_TOKENS}])")
+            return 0
+        return n
+    return 0
+
+
+def _loose_count(value: Any) -> int | None:
+    """A count sent as an integral float or as decimal text ("120"), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        n = int(value) if value.is_integer() else None  # NaN and inf are not integers
+    elif isinstance(value, (int, str)):
+        try:
+            n = int(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return n if n is not None and 0 <= n <= MAX_TOKENS else None
 
 
 def tenant_of(span: SpanRecord) -> str | None:
@@ -258,22 +308,22 @@ def is_model_call(span: SpanRecord) -> bool:
     return any(k in attrs for k in _TOKEN_KEYS) and bool(_first(attrs, _MODEL_KEYS))
 
 
-def _tokens(span: SpanRecord) -> tuple[TokenCounts, str]:
+def _tokens(span: SpanRecord, bad: list[str]) -> tuple[TokenCounts, str]:
     a = span.attributes
-    cache_read = _int(_first(a, _CACHE_READ))
-    cache_write = _int(_first(a, _CACHE_WRITE))
-    reasoning = _int(_first(a, _REASONING))
+    cache_read = _count(a, _CACHE_READ, bad)
+    cache_write = _count(a, _CACHE_WRITE, bad)
+    reasoning = _count(a, _REASONING, bad)
     known = input_includes_cache(span.scope_name, span.scope_version)
     if c.INPUT_TOKENS in a:
-        reported_in, out = _int(a.get(c.INPUT_TOKENS)), _int(a.get(c.OUTPUT_TOKENS))
+        reported_in, out = _count(a, _INPUT, bad), _count(a, _OUTPUT, bad)
         includes = True if known is None else known  # the current conventions say: included
-    elif (deprecated := _first(a, _DEPRECATED_PROMPT)) is not None:
-        reported_in, out = _int(deprecated), _int(_first(a, _DEPRECATED_COMPLETION))
+    elif _first(a, _DEPRECATED_PROMPT) is not None:
+        reported_in, out = _count(a, _DEPRECATED_PROMPT, bad), _count(a, _DEPRECATED_COMPLETION, bad)
         # The old names mirrored OpenAI's prompt_tokens (cache included), except
         # where an instrumentation copied Anthropic's raw number.
         includes = True if known is None else known
     else:
-        reported_in, out = _int(a.get(_OPENINFERENCE_PROMPT)), _int(a.get(_OPENINFERENCE_COMPLETION))
+        reported_in, out = _count(a, _OPENINFERENCE_PROMPT_KEYS, bad), _count(a, _OPENINFERENCE_COMPLETION_KEYS, bad)
         includes = True if known is None else known  # OpenInference's prompt count is the total prompt
     if includes and reported_in < cache_read + cache_write:
         includes = False  # cannot include more than it counts: an excluding source
@@ -298,7 +348,8 @@ def model_call(span: SpanRecord) -> ModelCall | None:
     if not is_model_call(span):
         return None
     a = span.attributes
-    tokens, convention = _tokens(span)
+    bad: list[str] = []
+    tokens, convention = _tokens(span, bad)
     finish = _first(a, _FINISH_KEYS) or ""
     if isinstance(finish, (list, tuple)):
         finish = ",".join(str(f) for f in finish)
@@ -308,10 +359,11 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         tokens=tokens,
         convention=convention,
         call_id=str(a.get(c.CALL_ID) or span.span_id),
-        attempt=_int(a.get(c.ATTEMPT)) or 1,
+        attempt=_attempt(a.get(c.ATTEMPT)),
         retry_cause=str(a.get(c.RETRY_CAUSE) or ""),
         call_site=str(a.get(c.CALL_SITE) or "agent"),
         finish_reason=str(finish),
+        invalid_usage="; ".join(bad),
     )
 
 
@@ -324,7 +376,7 @@ def _json_value(raw: Any) -> Any:
             pass
         try:
             return json.loads(raw)  # what orjson refuses but JSON-ish producers send (NaN)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # nested past the parser: kept as the text it is
             return raw
     return raw
 

@@ -67,10 +67,12 @@ def build_report(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS, *,
         "step_cap_rate": guards["step_cap_rate"],
         "budget_stop_rate": guards["budget_stop_rate"],
         "unpriced_calls": guards["unpriced_calls"],
+        "invalid_usage_calls": guards["invalid_usage_calls"],
         "stop_causes": _rows(con, q.stop_causes(f)),
         "models": _rows(con, q.model_attribution(f)),
         "call_sites": _rows(con, q.call_site_attribution(f)),
         "unpriced": _rows(con, q.unpriced_models(f)),
+        "invalid_usage": _rows(con, q.invalid_usage_charges(f)),
         "long_tail": long_tail,
     }
 
@@ -126,4 +128,11 @@ def format_report(r: dict[str, Any]) -> str:
     if r["unpriced"]:
         lines += ["", "UNPRICED models (charged $0 until priced; add them to a --prices file):"]
         lines += [f"  {u['provider']}/{u['model']}: {u['calls']} calls in {u['runs']} runs" for u in r["unpriced"]]
+    if r["invalid_usage"]:
+        lines += ["", "INVALID USAGE (token counts that could not be taken; those terms count $0):"]
+        lines += [
+            f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): {u['calls']} calls "
+            f"in {u['runs']} runs, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
+            for u in r["invalid_usage"]
+        ]
     return "\n".join(lines)

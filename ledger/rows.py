@@ -21,6 +21,7 @@ import pyarrow as pa
 from . import conventions as c
 from . import terms
 from .content import ContextRows
+from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import (
     CONTENT_ATTRIBUTES,
     OPENINFERENCE_MESSAGE,
@@ -47,6 +48,7 @@ Rows = list[tuple[Any, ...]]
 
 
 def _problem(span: SpanRecord) -> str | None:
+    """Why a span cannot be stored at all (it is rejected alone), or None."""
     if span.problem:
         return span.problem
     if not _HEX32.match(span.trace_id) or span.trace_id == "0" * 32:
@@ -57,9 +59,26 @@ def _problem(span: SpanRecord) -> str | None:
         return f"parent_span_id {span.parent_span_id!r} is not 16 lowercase hex digits"
     if not span.name:
         return "span has no name"
-    if span.end_ns < span.start_ns or span.start_ns <= 0:
-        return f"bad times: start {span.start_ns} end {span.end_ns}"
+    start, end = span.start_ns, span.end_ns
+    if not (MIN_TIME_NS <= start <= end <= MAX_TIME_NS):
+        return f"bad times: startTimeUnixNano {start} endTimeUnixNano {end} (need {MIN_TIME_NS} <= start <= end <= {MAX_TIME_NS})"
+    for i, e in enumerate(span.events):
+        if not MIN_TIME_NS <= e.time_ns <= MAX_TIME_NS:
+            return f"events[{i}].timeUnixNano {e.time_ns} is outside [{MIN_TIME_NS}, {MAX_TIME_NS}]"
+    # A name or status that is not text would fail the insert of every span written with it.
+    for name in ("name", "status_message", "scope_name", "scope_version"):
+        text = getattr(span, name)
+        if not isinstance(text, str) or not (text.isascii() or _utf8(text)):
+            return f"{name} {text!r:.60} is not valid text"
     return None
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 column can hold it
+        return False
+    return True
 
 
 # --- which attributes are stored, redacted or moved to the content store ---------------------
@@ -87,15 +106,18 @@ class _AttributePlan:
 
 
 @lru_cache(maxsize=4096)
-def _attribute_plan(keys: tuple[str, ...], llm_span: bool) -> _AttributePlan:
+def _attribute_plan(keys: tuple[str, ...], llm_span: bool, captured: bool = True) -> _AttributePlan:
     """Decided once per key set: the spans of one instrumentation share a handful of them.
 
     ``llm_span``: an OpenInference LLM span, whose ``input.value`` IS the request.
+    ``captured=False``: the content could not be stored as a payload, so it stays
+    among the attributes (redacted and cut like any free text).
     """
-    moved, free_text = [], []
+    moved: list[str] = []
+    free_text: list[str] = []
     for key in keys:
         if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key) or (llm_span and key in OPENINFERENCE_REQUEST):
-            moved.append(key)
+            (moved if captured else free_text).append(key)
         elif any(marker in key for marker in _FREE_TEXT_MARKERS):
             free_text.append(key)
     # input.value can hold the request on a GenAI "chat" span too (captured_payload reads it there)
@@ -156,6 +178,9 @@ class PreparedBatch:
     unpriced_models: set[str]
     rows: dict[str, Rows]
     tables: dict[str, pa.Table] = field(default_factory=dict)
+    # "trace/span: what" for spans kept with a part left out: usage flagged
+    # invalid_usage, or captured content that is not a payload (kept as attributes).
+    flagged: list[str] = field(default_factory=list)
 
     def to_arrow(self) -> PreparedBatch:
         self.tables.update({name: table(name).to_arrow(rows) for name, rows in self.rows.items() if rows})
@@ -179,6 +204,11 @@ def _ipc_bytes(data: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
+def _text(value: Any) -> str | None:
+    """A guard event's field for its VARCHAR column: producers may send a number or a list."""
+    return value if value is None or isinstance(value, str) else _dumps(value)
+
+
 # Each table's row, column by column: a Python expression over the row function's parameters.
 _SPAN_ROW = table("spans").compile_row(
     "s, tenant, operation, attributes, resource, events, ingested_at",
@@ -191,11 +221,11 @@ _SPAN_ROW = table("spans").compile_row(
     },
 )  # fmt: skip
 _GUARD_EVENT_ROW = table("guard_events").compile_row(
-    "s, seq, e, attributes",
+    "s, seq, e, attributes, _text",
     {
         "trace_id": "s.trace_id", "span_id": "s.span_id", "seq": "seq", "name": "e.name", "time": "e.time_ns",
-        "shape": "e.attributes.get('shape')", "action": "e.attributes.get('action')",
-        "tool": "e.attributes.get('tool')", "cause": "e.attributes.get('cause')", "attributes": "attributes",
+        "shape": "_text(e.attributes.get('shape'))", "action": "_text(e.attributes.get('action'))",
+        "tool": "_text(e.attributes.get('tool'))", "cause": "_text(e.attributes.get('cause'))", "attributes": "attributes",
     },
 )  # fmt: skip
 _BLOCK_ROW = table("content_blocks").compile_row("block_hash, body", {"hash": "block_hash", "body": "body"})
@@ -215,11 +245,15 @@ def _charge_row(_terms: tuple[terms.PriceTerm, ...]) -> Callable[..., tuple[Any,
         "error_type": f"s.attributes.get({c.ERROR_TYPE!r})", "finish_reason": "call.finish_reason",
         "reasoning_tokens": "call.tokens.reasoning", "unpriced": "priced.unpriced", "price_source": "priced.source",
         "price_version": "priced.version", "token_convention": "call.convention",
+        "invalid_usage": "call.invalid_usage != ''",
     }  # fmt: skip
     for t in terms.TERMS:
         values[t.tokens_column] = f"tokens[{t.key!r}]"
         values[t.usd_column] = f"usd[{t.key!r}]"
     return table("charges").compile_row("s, call, priced, tenant, tokens, usd", values)
+
+
+_NOT_A_PAYLOAD: dict[str, Any] = {}  # a sentinel: the span carries content, but no payload
 
 
 class _RowBuilder:
@@ -233,6 +267,7 @@ class _RowBuilder:
         self.events: Rows = []
         self.contexts = ContextRows(redact_blocks=redact_content)
         self.unpriced: set[str] = set()
+        self.flagged: list[str] = []
         self.now_us = int(datetime.now(UTC).timestamp() * 1e6)
         self._resources: dict[int, str] = {}  # one OTLP request shares a resource dict across its spans
         self._charge_row = _charge_row(terms.TERMS)
@@ -245,28 +280,80 @@ class _RowBuilder:
         return cached
 
     def add(self, s: SpanRecord) -> None:
+        """Every row of one span, or (raising) none: rows are appended only once all are built."""
         attrs = s.attributes
-        plan = _attribute_plan(tuple(attrs), attrs.get(_OPENINFERENCE_KIND) == "LLM")
+        llm_span = attrs.get(_OPENINFERENCE_KIND) == "LLM"
+        plan = _attribute_plan(tuple(attrs), llm_span)
         tenant = tenant_of(s)
         events = "[]"
+        guard_rows = []
         if s.events:
             events = _dumps([{"name": e.name, "time_ns": e.time_ns, "attributes": e.attributes} for e in s.events])
             for seq, e in enumerate(s.events):
                 if e.name in c.GUARD_EVENTS:
-                    self.events.append(_GUARD_EVENT_ROW(s, seq, e, _dumps(e.attributes)))
-        stored = _stored_attributes(attrs, plan, self.redact_content)
-        self.spans.append(_SPAN_ROW(s, tenant, _operation(s), stored, self._resource(s.resource), events, self.now_us))
+                    guard_rows.append(_GUARD_EVENT_ROW(s, seq, e, _dumps(e.attributes), _text))
+        charge = None
         call = model_call(s)
         if call is not None:
             when = datetime.fromtimestamp(s.start_ns / 1e9, UTC)
             priced = self.prices.price(call.provider, call.model, call.tokens, when)
+            charge = self._charge_row(s, call, priced, tenant, call.tokens.by_term, priced.usd)
+        resource, operation = self._resource(s.resource), _operation(s)
+        flagged = len(self.flagged)
+        try:
+            payload = self._payload(s) if plan.may_capture or s.events else None
+            if payload is _NOT_A_PAYLOAD:
+                plan, payload = _attribute_plan(tuple(attrs), llm_span, False), None
+            stored = _stored_attributes(attrs, plan, self.redact_content)
+            if payload is not None and not self._add_context(s, payload):  # the last step that can fail
+                stored = _stored_attributes(attrs, _attribute_plan(tuple(attrs), llm_span, False), self.redact_content)
+        except BaseException:
+            del self.flagged[flagged:]  # the span is rejected: nothing of it is kept, notes included
+            raise
+        self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, self.now_us))
+        self.events += guard_rows
+        if call is not None and charge is not None:
             if priced.unpriced:
                 self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
-            self.charges.append(self._charge_row(s, call, priced, tenant, call.tokens.by_term, priced.usd))
-        if plan.may_capture or s.events:
+            if call.invalid_usage:
+                self.flagged.append(f"{s.trace_id}/{s.span_id}: invalid_usage: {call.invalid_usage}")
+            self.charges.append(charge)
+
+    def _flag_content(self, s: SpanRecord, why: str) -> None:
+        self.flagged.append(f"{s.trace_id}/{s.span_id}: captured content not stored ({why}); kept as attributes")
+
+    def _payload(self, s: SpanRecord) -> dict[str, Any] | None:
+        """The span's captured payload; ``_NOT_A_PAYLOAD`` (flagged) if what it carries is not one.
+
+        Content that is not a payload (``gen_ai.input.messages`` that is not JSON,
+        not a list) never costs the span: it stays among its attributes.
+        """
+        try:
             payload = captured_payload(s)
-            if payload is not None:
-                self.contexts.add(s.trace_id, s.span_id, payload)
+        except Exception as exc:
+            self._flag_content(s, f"{type(exc).__name__}: {str(exc)[:80]}")
+            return _NOT_A_PAYLOAD
+        if payload is not None and not isinstance(payload.get("messages", []), list):
+            self._flag_content(s, f"messages are {type(payload['messages']).__name__}, not a JSON list")
+            return _NOT_A_PAYLOAD
+        return payload
+
+    def _add_context(self, s: SpanRecord, payload: dict[str, Any]) -> bool:
+        """Add a payload's content rows, all or none (False, flagged, when they cannot be built)."""
+        ctx = self.contexts
+        blocks, nodes, contexts = len(ctx.blocks), len(ctx.nodes), len(ctx.contexts)
+        try:
+            ctx.add(s.trace_id, s.span_id, payload)
+        except Exception as exc:  # e.g. nested past what the JSON serializers take
+            # Entries are only ever added, so the last ones added are this payload's.
+            while len(ctx.blocks) > blocks:
+                ctx.blocks.popitem()
+            while len(ctx.nodes) > nodes:
+                ctx.nodes.popitem()
+            del ctx.contexts[contexts:]
+            self._flag_content(s, f"{type(exc).__name__}: {str(exc)[:80]}")
+            return False
+        return True
 
     def by_table(self) -> dict[str, Rows]:
         ctx = self.contexts
@@ -295,15 +382,19 @@ def prepare(
     first_starts: dict[str, int] = {}
     for s in spans:
         received += 1
-        problem = _problem(s)
+        try:
+            problem = _problem(s)
+            if not problem:
+                rows.add(s)
+        except Exception as exc:  # whatever one span holds, it costs only that span
+            problem = f"cannot be stored: {type(exc).__name__}: {str(exc)[:120]}"
         if problem:
             rejected.append(f"{s.trace_id}/{s.span_id}: {problem}")
             continue
-        rows.add(s)
         first = first_starts.get(s.trace_id)
         if first is None or s.start_ns < first:
             first_starts[s.trace_id] = s.start_ns
-    return PreparedBatch(received, rejected, first_starts, rows.unpriced, rows.by_table())
+    return PreparedBatch(received, rejected, first_starts, rows.unpriced, rows.by_table(), flagged=rows.flagged)
 
 
 @lru_cache(maxsize=1)

@@ -17,7 +17,7 @@ import duckdb
 from . import terms
 from .tables import USD, term_columns
 
-__all__ = ["MIGRATIONS", "add_term_columns", "migrate", "schema_version"]
+__all__ = ["MIGRATIONS", "add_term_columns", "migrate", "pending_migrations", "schema_version"]
 
 _V1_TABLES = f"""
 CREATE TABLE spans (
@@ -249,34 +249,56 @@ def _alter_indexed(con: duckdb.DuckDBPyConnection, table: str, alters: list[str]
         con.execute(create)
 
 
+def _v6_invalid_usage(con: duckdb.DuckDBPyConnection) -> None:
+    """Charges whose reported usage could not be taken (negative, NaN, past MAX_TOKENS...) are
+    flagged, and runs count them, like unpriced calls: never a silent $0."""
+    _alter_indexed(con, "charges", ["ALTER TABLE charges ADD COLUMN invalid_usage BOOLEAN NOT NULL DEFAULT false"])
+    _alter_indexed(con, "runs", ["ALTER TABLE runs ADD COLUMN invalid_usage_calls INTEGER NOT NULL DEFAULT 0"])
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
     (3, "budget rules v2", _V3_BUDGET_RULES),
     (4, "runs pending a rebuild", _V4_RUNS_PENDING),
     (5, "1-hour cache-write price term", add_term_columns("cache_write_1h")),
+    (6, "invalid usage flag", _v6_invalid_usage),
 ]
 
 
-def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+def _applied(con: duckdb.DuckDBPyConnection) -> set[int]:
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
     ).fetchone()
     if not exists or not exists[0]:
-        return 0
-    row = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
-    return int(row[0]) if row else 0
+        return set()
+    return {int(v) for (v,) in con.execute("SELECT version FROM schema_migrations").fetchall()}
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    """The newest migration applied (0 for a database turnledger never opened)."""
+    return max(_applied(con), default=0)
+
+
+def pending_migrations(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Versions in ``MIGRATIONS`` not yet applied to this database, in order."""
+    applied = _applied(con)
+    return [version for version, _, _ in MIGRATIONS if version not in applied]
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
-    """Apply the missing migrations; returns the schema version now in force."""
+    """Apply every migration not yet applied, in order; returns the schema version now in force.
+
+    Each missing one is applied, not only those above the newest: migrations that
+    were written side by side (say 5 and 6) land in either order on a ledger.
+    """
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations "
         "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
     )
-    current = schema_version(con)
+    missing = set(pending_migrations(con))
     for version, name, step in MIGRATIONS:
-        if version <= current:
+        if version not in missing:
             continue
         con.execute("BEGIN TRANSACTION")
         try:
@@ -289,5 +311,4 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         except Exception:
             con.execute("ROLLBACK")
             raise
-        current = version
-    return current
+    return schema_version(con)

@@ -119,6 +119,13 @@ def _later_terms() -> tuple[Column, ...]:
     return tuple(c for t in terms.TERMS if t.key not in _V1_TOKEN_ORDER for c in term_columns(t))
 
 
+# Columns later migrations appended (after the terms' columns of migration 5), in migration order.
+_APPENDED = {
+    "charges": _columns("invalid_usage BOOLEAN"),  # 6: usage that could not be taken as reported
+    "runs": _columns("invalid_usage_calls INTEGER"),  # 6
+}
+
+
 _SPANS = _columns("""
     trace_id VARCHAR, span_id VARCHAR, parent_span_id VARCHAR, name VARCHAR, kind VARCHAR, operation VARCHAR,
     tenant VARCHAR, start_time TIMESTAMP_NS, end_time TIMESTAMP_NS, status_code VARCHAR, status_message VARCHAR,
@@ -152,10 +159,12 @@ _RUNS_HEAD = _columns("""
 def _declare(name: str) -> tuple[Column, ...]:
     if name == "charges":
         reasoning = Column("reasoning_tokens", "BIGINT")
-        return (*_CHARGES_HEAD, *_v1_tokens(), reasoning, *_v1_usd(), *_CHARGES_TAIL, *_later_terms())
+        tail = (*_CHARGES_TAIL, *_later_terms(), *_APPENDED["charges"])
+        return (*_CHARGES_HEAD, *_v1_tokens(), reasoning, *_v1_usd(), *tail)
     if name == "runs":
         usd_total = Column("usd_total", USD)  # derived for sorting; the terms stay beside it
-        return (*_RUNS_HEAD, *_v1_tokens(), *_v1_usd(), usd_total, Column("models", "VARCHAR"), *_later_terms())
+        models = Column("models", "VARCHAR")
+        return (*_RUNS_HEAD, *_v1_tokens(), *_v1_usd(), usd_total, models, *_later_terms(), *_APPENDED["runs"])
     fixed = {
         "spans": _SPANS,
         "guard_events": _GUARD_EVENTS,

@@ -33,7 +33,7 @@ from ledger.budgets.service import (
 )
 from ledger.budgets.windows import system_clock
 from ledger.errors import TurnledgerError
-from ledger.schema import MIGRATIONS, schema_version
+from ledger.schema import pending_migrations
 from ledger.settings import db_path, server_url
 from ledger.store import open_ledger
 
@@ -75,7 +75,7 @@ def _read(path: Path | None) -> duckdb.DuckDBPyConnection:
         con = open_ledger(path, read_only=True)
     except TurnledgerError as exc:
         raise _held(path, exc) from None
-    if schema_version(con) < MIGRATIONS[-1][0]:
+    if pending_migrations(con):
         con.close()
         con = _write(path)
     return con

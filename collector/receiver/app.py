@@ -91,15 +91,22 @@ class _Handler(BaseHTTPRequestHandler):
         return routes.authorized(self.server.collector.config.token, self.headers.get("Authorization"))
 
     def _guarded(self, handler: Callable[[], None]) -> None:
-        # Telemetry never crashes: a bug in a handler is a 500, never a dead server.
+        # Telemetry never crashes: a bug in a handler is an error reply, never a dead
+        # server. On the export route it is a 503 (the collector failed, not the
+        # body: routes.submit answers for bodies), never a 500 an exporter drops.
         try:
             handler()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception:
             log.exception("%s %s failed", self.command, self.path)
+            if self.command == "POST" and urlsplit(self.path).path.rstrip("/") == "/v1/traces":
+                kind = JSON if (self.headers.get("Content-Type") or "").lower().startswith(JSON) else PROTOBUF
+                reply = routes.otlp_error(kind, 503, "the collector failed; see its log", retry_after=5, close=True)
+            else:
+                reply = routes.error_reply(500, "internal error; see the collector's log", close=True)
             with suppress(OSError):
-                self._send(routes.error_reply(500, "internal error; see the collector's log", close=True))
+                self._send(reply)
 
     def do_POST(self) -> None:
         self._guarded(self._post)

@@ -97,17 +97,31 @@ def decode_body(body: bytes, kind: str) -> list[SpanRecord]:
     return decode_protobuf(body) if kind == PROTOBUF else decode_json(body)
 
 
-def export_response(kind: str, rejected: list[str] | None = None) -> bytes:
-    """The 200 body: an ExportTraceServiceResponse, with partial_success when spans were rejected."""
+def export_response(kind: str, rejected: list[str] | None = None, flagged: list[str] | None = None) -> bytes:
+    """The 200 body: an ExportTraceServiceResponse, with partial_success when spans were rejected.
+
+    Spans kept with a part left out (usage flagged ``invalid_usage``, content not
+    stored) are named in ``error_message`` too, as the warning OTLP allows it to
+    carry with ``rejected_spans`` 0.
+    """
     response = ExportTraceServiceResponse()
+    parts = []
     if rejected:
         response.partial_success.rejected_spans = len(rejected)
-        shown = "; ".join(rejected[:_REASONS_IN_MESSAGE])
-        more = f" (and {len(rejected) - _REASONS_IN_MESSAGE} more)" if len(rejected) > _REASONS_IN_MESSAGE else ""
-        response.partial_success.error_message = f"{len(rejected)} invalid span(s) rejected: {shown}{more}"
+        parts.append(f"{len(rejected)} invalid span(s) rejected: {_listed(rejected)}")
+    if flagged:
+        parts.append(f"{len(flagged)} span(s) kept with a problem: {_listed(flagged)}")
+    if parts:
+        response.partial_success.error_message = "; ".join(parts)
     if kind == PROTOBUF:
         return response.SerializeToString()
     return json_format.MessageToJson(response, indent=None).encode()
+
+
+def _listed(reasons: list[str]) -> str:
+    shown = "; ".join(reasons[:_REASONS_IN_MESSAGE])
+    more = f" (and {len(reasons) - _REASONS_IN_MESSAGE} more)" if len(reasons) > _REASONS_IN_MESSAGE else ""
+    return shown + more
 
 
 _GRPC_CODES = {

@@ -27,7 +27,7 @@ from . import budget_routes
 from .decode_pool import DecoderUnavailable
 from .otlp_http import JSON, BodyTooLarge, UnsupportedEncoding, decompress, export_response, status_body
 from .readers import ReaderBusy
-from .writer import QueueFull, Ticket, WriterUnavailable
+from .writer import QueueFull, RequestRejected, Ticket, WriterUnavailable
 
 if TYPE_CHECKING:
     from .server import CollectorServer
@@ -110,7 +110,13 @@ def authorized(token: str | None, authorization: str | None) -> bool:
 
 def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encoding: str | None) -> Reply | Ticket:
     """Read, inflate, decode and queue an export: the writer's ticket, or the reply when
-    there is nothing to wait for (a bad body, a full queue, no spans)."""
+    there is nothing to wait for (a bad body, a full queue, no spans).
+
+    No body is ever a 500: what the sender must fix is 400 (413, 415), what a
+    retry can fix is 429/503. Decoding runs ``collector.otlp`` and ``prepare``,
+    which raise nothing but ``MalformedInput`` by design; anything else they
+    raise is still this body's doing, so it is a 400 naming the error.
+    """
     cfg = c.config
     try:
         raw = read_body()
@@ -126,6 +132,11 @@ def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encodi
         return otlp_error(kind, 400, f"not a valid OTLP ExportTraceServiceRequest, nothing written: {exc}")
     except DecoderUnavailable as exc:
         return otlp_error(kind, 503, str(exc), retry_after=1)
+    except OSError:
+        raise  # the connection failed while the body was read: nothing to answer for the body
+    except Exception as exc:  # a decoder bug this body found: logged, and never retried forever
+        log.exception("decoding an OTLP body failed unexpectedly")
+        return otlp_error(kind, 400, f"this body cannot be decoded, nothing written: {type(exc).__name__}: {exc}")
     if not batch.received:
         return Reply(200, export_response(kind), kind)
     try:
@@ -144,9 +155,11 @@ def acknowledge(c: CollectorServer, kind: str, ticket: Ticket) -> Reply:
     except TimeoutError:
         # The spans may still commit; a retry is harmless (ingest is idempotent).
         return otlp_error(kind, 503, f"spans not committed within {timeout} s", retry_after=5)
+    except RequestRejected as exc:  # its rows failed the commit on their own: retrying cannot help
+        return otlp_error(kind, 400, str(exc))
     except WriterUnavailable as exc:
         return otlp_error(kind, 503, str(exc), retry_after=5)
-    return Reply(200, export_response(kind, accepted.rejected), kind)
+    return Reply(200, export_response(kind, accepted.rejected, accepted.flagged), kind)
 
 
 # --- GET ------------------------------------------------------------------------------------

@@ -13,6 +13,14 @@ Rebuilding the ``runs`` rows of the touched traces is a fixed cost per commit
 too: while more requests are queued or being decoded, it is deferred
 (``write(defer_runs=True)``) to a later commit, at most ``runs_lag_s`` later.
 
+Poison is isolated: when a coalesced commit fails (anything but the key
+conflict ``write`` replays itself), every request of it is written again on its
+own. Only a request that fails alone, while others commit, or whose rows
+themselves cannot be inserted (``_input_fault``), is refused (``RequestRejected``,
+400: retrying cannot help); a failure every request meets (disk full) stays a
+retryable ``WriterUnavailable`` (503). Nothing is written twice: the failed
+commit was rolled back whole.
+
 Memory is bounded: spans count against ``max_queued_spans`` from ``submit``
 until their batch has committed; past the bound ``submit`` raises ``QueueFull``
 and the HTTP layer answers 429 with ``Retry-After``.
@@ -35,8 +43,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import duckdb
+import pyarrow as pa
 
-from ledger.errors import Unavailable
+from ledger.errors import InputError, Unavailable
 from ledger.ingest import IngestReport, PreparedBatch, prepare, refresh_pending_runs, write
 from ledger.pricing import PriceBook
 from ledger.spans import SpanRecord
@@ -46,6 +55,7 @@ __all__ = [
     "IngestHook",
     "LedgerWriter",
     "QueueFull",
+    "RequestRejected",
     "Ticket",
     "WriterStats",
     "WriterUnavailable",
@@ -70,12 +80,38 @@ class WriterUnavailable(Unavailable):
     """The writer is closed, or the batch holding the spans failed to commit (nothing of it was written)."""
 
 
+class RequestRejected(InputError):
+    """This request's rows cannot be committed (the others of its batch were): 400, do not retry."""
+
+
+# Failures a request's own rows cause (a value no column takes), as opposed to the
+# store's (I/O, memory): the request is refused, not retried. Validation at the door
+# (``ledger.rows``) means none is known to reach the writer; this is the backstop.
+_INPUT_FAULTS = (
+    pa.ArrowInvalid,
+    pa.ArrowTypeError,
+    OverflowError,
+    UnicodeError,
+    TypeError,
+    ValueError,
+    duckdb.ConversionException,
+    duckdb.OutOfRangeException,
+    duckdb.InvalidInputException,
+    duckdb.ConstraintException,
+)
+
+
+def _input_fault(exc: BaseException) -> bool:
+    return isinstance(exc, _INPUT_FAULTS)
+
+
 @dataclass(frozen=True)
 class Accepted:
     """What became of one submitted request once its batch committed."""
 
     received: int
     rejected: list[str]  # "trace/span: reason" for this request's invalid spans
+    flagged: list[str] = field(default_factory=list)  # "trace/span: what" for spans kept with a part left out
 
 
 class Ticket:
@@ -95,6 +131,8 @@ class Ticket:
     def wait(self, timeout: float | None = None) -> Accepted:
         if not self._done.wait(timeout):
             raise TimeoutError(f"spans not committed within {timeout} s")
+        if isinstance(self._error, RequestRejected):
+            raise self._error
         if self._error is not None:
             raise WriterUnavailable(f"ingest failed, nothing of the batch was written: {self._error}")
         assert self._result is not None
@@ -314,7 +352,6 @@ class LedgerWriter:
             self._commit(tickets)
 
     def _commit(self, tickets: list[Ticket]) -> None:
-        batches = [t.batch for t in tickets]
         n = sum(t.size for t in tickets)
         # Rebuilding runs rows is a fixed cost per commit: while more requests wait
         # or are being decoded, it is left for a later commit (at most runs_lag_s
@@ -324,15 +361,53 @@ class LedgerWriter:
         )
         started = time.perf_counter()
         try:
-            report = write(self.con, batches, defer_runs=defer)
-        except Exception as exc:  # disk full, I/O error...: fail these requests (503), keep serving
-            log.exception("ingest of %d spans failed; the batch was rolled back", n)
-            self.stats.failed_batches += 1
-            self.stats.last_error = f"{type(exc).__name__}: {exc}"
-            self._release(n)
-            for t in tickets:
-                t._finish(error=exc)
+            report = write(self.con, [t.batch for t in tickets], defer_runs=defer)
+        except Exception as exc:
+            self._note_failure(exc, tickets)
+            isolated = self._one_by_one(tickets, defer) if len(tickets) > 1 else None
+            if isolated is None:
+                self._fail(tickets, exc, input_fault=_input_fault(exc))
+                self._release(n)
+                return
+            self._committed([t for t in tickets if not t._done.is_set()], isolated, n, defer, started)
             return
+        self._committed(tickets, report, n, defer, started)
+
+    def _one_by_one(self, tickets: list[Ticket], defer: bool) -> IngestReport | None:
+        """After a coalesced commit failed: each request on its own, so only the one at fault fails.
+
+        Returns the merged report of those that committed (their tickets are left
+        to ``_committed``), or None when none did (all tickets are left untouched).
+        """
+        report: IngestReport | None = None
+        failures: list[tuple[Ticket, Exception]] = []
+        for t in tickets:
+            try:
+                one = write(self.con, [t.batch], defer_runs=defer)
+            except Exception as exc:
+                failures.append((t, exc))
+                continue
+            report = one if report is None else merge_reports(report, one)
+        if report is None:
+            return None
+        for t, error in failures:  # others of the same batch committed: these requests are at fault
+            log.warning("a request of %d spans cannot be committed and is refused (400): %s", t.size, error)
+            self._fail([t], error, input_fault=True)
+        return report
+
+    def _note_failure(self, exc: Exception, tickets: list[Ticket]) -> None:
+        log.exception("ingest of %d request(s) failed; the commit was rolled back", len(tickets))
+        self.stats.failed_batches += 1
+        self.stats.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _fail(self, tickets: list[Ticket], exc: Exception, *, input_fault: bool) -> None:
+        for t in tickets:
+            if input_fault:
+                t._finish(error=RequestRejected(f"these spans cannot be stored, nothing of them was written: {exc}"))
+            else:  # disk full, I/O error...: retryable (503), and the writer keeps serving
+                t._finish(error=exc)
+
+    def _committed(self, tickets: list[Ticket], report: IngestReport, n: int, defer: bool, started: float) -> None:
         elapsed = max(time.perf_counter() - started, 1e-6)
         st = self.stats
         st.batches += 1
@@ -346,7 +421,7 @@ class LedgerWriter:
         rate = n / elapsed
         st.recent_rate = rate if not st.recent_rate else 0.7 * st.recent_rate + 0.3 * rate
         for t in tickets:
-            t._finish(Accepted(received=t.size, rejected=t.batch.rejected))
+            t._finish(Accepted(received=t.size, rejected=t.batch.rejected, flagged=t.batch.flagged))
         # Budgets look at every commit at once (spend rules read charges). Traces whose
         # runs were deferred are shown to them again once rebuilt (for run-level rules).
         behind = self._runs_behind

@@ -103,6 +103,16 @@ def render() -> None:
     metric(
         c[3], "Mean cost per run", usd(cost.get("mean_usd")), "Shown for comparison only: the mean hides the long tail."
     )
+    metric(
+        c[4],
+        "Invalid usage",
+        count(guards.get("invalid_usage_calls")),
+        "Model calls whose reported token counts could not be taken (negative, not a number, past 10^9): "
+        "those terms count $0 and the call is flagged, never silently free (turnledger report lists them).",
+        delta="check the producer" if guards.get("invalid_usage_calls") else None,
+        delta_color="red",
+        delta_arrow="off",
+    )
 
     bounds = first_row(load(q.time_bounds, f))
     bucket = ui.bucket_for(bounds["last_run"] - bounds["first_run"])

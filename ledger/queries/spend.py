@@ -25,6 +25,7 @@ __all__ = [
     "charge_totals",
     "cost_per_run",
     "cost_per_successful_run",
+    "invalid_usage_charges",
     "model_attribution",
     "retry_charges",
     "spend_over_time",
@@ -163,6 +164,21 @@ def unpriced_models(f: Filters = NO_FILTERS) -> Query:
         + f"""SELECT provider, model, count(*) AS calls, count(DISTINCT trace_id) AS runs,
        sum({INPUT_TOKENS}) AS input_tokens, sum(output_tokens) AS output_tokens
 FROM fc WHERE unpriced GROUP BY provider, model ORDER BY calls DESC""",
+        p,
+    )
+
+
+@query
+def invalid_usage_charges(f: Filters = NO_FILTERS) -> Query:
+    """Charges flagged invalid_usage (token counts that could not be taken), by provider, model and
+    instrumentation: who sends them, with the latest such span to look at."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + """SELECT c.provider, c.model, s.scope_name, count(*) AS calls, count(DISTINCT c.trace_id) AS runs,
+       arg_max(c.trace_id, c.start_time) AS last_trace_id, arg_max(c.span_id, c.start_time) AS last_span_id
+FROM fc c JOIN spans s USING (trace_id, span_id)
+WHERE c.invalid_usage GROUP BY c.provider, c.model, s.scope_name ORDER BY calls DESC, c.provider, c.model""",
         p,
     )
 

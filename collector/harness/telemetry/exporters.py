@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from collector.otlp import decode_protobuf
 from ledger.errors import TurnledgerError
 from ledger.ingest import IngestReport, ingest
+from ledger.limits import INT64_MAX, INT64_MIN, MAX_ATTRIBUTE_DEPTH, MAX_ATTRIBUTES, MAX_EVENTS
 from ledger.pricing import PriceBook
 from ledger.settings import capture_mode, server_url, token
 from ledger.spans import SpanEvent, SpanRecord
@@ -55,15 +56,27 @@ DEFAULT_ENDPOINT = "http://127.0.0.1:4318/v1/traces"
 _TRACES_PATH = "/v1/traces"
 
 
-def _value(v: Any) -> Any:
+class _PastLimits(ValueError):
+    """An attribute value past ``ledger.limits``: the span is rejected alone, naming it."""
+
+
+def _value(v: Any, depth: int = 0) -> Any:
     # What an OTLP round trip makes of an attribute value: sequences become
-    # lists, mappings dicts, bytes base64 text (as collector.otlp decodes them).
-    if isinstance(v, (str, bool, int, float)):
+    # lists, mappings dicts, bytes base64 text (as collector.otlp decodes them),
+    # with the decoders' limits: an int past int64 is kept as its digits (OTLP's
+    # intValue is an int64), nesting past MAX_ATTRIBUTE_DEPTH rejects the span.
+    if type(v) is int:
+        return v if INT64_MIN <= v <= INT64_MAX else str(v)
+    if isinstance(v, (str, bool, float)):
         return v
+    if isinstance(v, (tuple, list, Mapping)) and depth >= MAX_ATTRIBUTE_DEPTH:
+        raise _PastLimits(f"an attribute value is nested deeper than {MAX_ATTRIBUTE_DEPTH} levels")
     if isinstance(v, (tuple, list)):
-        return [_value(x) for x in v]
+        return [_value(x, depth + 1) for x in v]
     if isinstance(v, Mapping):
-        return {str(k): _value(x) for k, x in v.items()}
+        return {str(k): _value(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, int):  # an int subclass (an IntEnum...): its plain value, within the same bounds
+        return _value(int(v), depth)
     if isinstance(v, bytes):
         return base64.b64encode(v).decode()
     return None
@@ -72,6 +85,8 @@ def _value(v: Any) -> Any:
 def _attributes(attrs: Mapping[str, Any] | None) -> dict[str, Any]:
     if not attrs:
         return {}
+    if len(attrs) > MAX_ATTRIBUTES:
+        raise _PastLimits(f"{len(attrs)} attributes, more than {MAX_ATTRIBUTES}")
     return {k: _value(v) for k, v in attrs.items()}
 
 
@@ -83,6 +98,14 @@ def _record(span: ReadableSpan, resources: dict[int, dict[str, Any]]) -> SpanRec
     if resource is None:
         resource = resources[id(span.resource)] = _attributes(span.resource.attributes)
     scope = span.instrumentation_scope
+    problem = ""
+    try:
+        attributes = _attributes(span.attributes)
+        if len(span.events) > MAX_EVENTS:
+            raise _PastLimits(f"{len(span.events)} events, more than {MAX_EVENTS}")
+        events = tuple(SpanEvent(e.name, e.timestamp, _attributes(e.attributes)) for e in span.events)
+    except _PastLimits as exc:
+        attributes, events, problem = {}, (), f"attributes: {exc}"
     return SpanRecord(
         trace_id=f"{ctx.trace_id:032x}",
         span_id=f"{ctx.span_id:016x}",
@@ -93,11 +116,12 @@ def _record(span: ReadableSpan, resources: dict[int, dict[str, Any]]) -> SpanRec
         kind=span.kind.name,
         status_code=status.status_code.name,
         status_message=status.description or "",
-        attributes=_attributes(span.attributes),
-        events=tuple(SpanEvent(e.name, e.timestamp, _attributes(e.attributes)) for e in span.events),
+        attributes=attributes,
+        events=events,
         resource=resource,
         scope_name=scope.name if scope is not None else "",
         scope_version=(scope.version or "") if scope is not None else "",
+        problem=problem,
     )
 
 
