@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from . import conventions as c
 from . import terms
+from .billed import call_copy_row
 from .content import ContextRows
 from .normalize import (
     CONTENT_ATTRIBUTES,
@@ -230,6 +231,7 @@ class _RowBuilder:
         self.redact_content = redact_content
         self.spans: Rows = []
         self.charges: Rows = []
+        self.copies: Rows = []  # one per charge row: which billed call it reports (ledger.billed)
         self.events: Rows = []
         self.contexts = ContextRows(redact_blocks=redact_content)
         self.unpriced: set[str] = set()
@@ -263,6 +265,7 @@ class _RowBuilder:
             if priced.unpriced:
                 self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
             self.charges.append(self._charge_row(s, call, priced, tenant, call.tokens.by_term, priced.usd))
+            self.copies.append(call_copy_row(s, call))
         if plan.may_capture or s.events:
             payload = captured_payload(s)
             if payload is not None:
@@ -272,6 +275,7 @@ class _RowBuilder:
         ctx = self.contexts
         return {
             "spans": self.spans,
+            "call_copies": self.copies,
             "charges": self.charges,
             "guard_events": self.events,
             "content_blocks": [_BLOCK_ROW(h, body) for h, body in ctx.blocks.items()],

@@ -8,6 +8,11 @@ a batch delivered twice (OTLP exporters retry) changes nothing the second
 time: a plain INSERT is tried first, and a key conflict replays the
 transaction with INSERT OR IGNORE (which costs about 10 µs more per span, so
 only redeliveries pay it).
+
+A billed call reported by several spans (the anthropic SDK's own and an
+instrumentation's) is charged once: ``ledger.dedup`` keeps the charge rows of
+the charged copies only, in the same transaction, and takes back a stored
+charge when a better copy arrives later (both traces' runs are rebuilt).
 """
 
 from __future__ import annotations
@@ -19,11 +24,17 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from . import runs
+from . import dedup, runs
 from .rows import PreparedBatch
 from .tables import WRITTEN, table
 
 __all__ = ["IngestReport", "write"]
+
+
+@dataclass
+class _Written:
+    rows: dict[str, int] = field(default_factory=dict)  # inserted, per table
+    uncharged: dict[str, int] = field(default_factory=dict)  # trace -> earliest start of a charge taken back
 
 
 @dataclass
@@ -83,8 +94,9 @@ def write(
         written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=False)
     except duckdb.ConstraintException:  # a redelivered span: replay, skipping rows already stored
         written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=True)
-    report.spans_written = written.get("spans", 0)
-    report.charges_written = written.get("charges", 0)
+    report.spans_written = written.rows.get("spans", 0)
+    report.charges_written = written.rows.get("charges", 0)
+    report.traces |= written.uncharged.keys()
     return report
 
 
@@ -105,19 +117,23 @@ def _write_tables(
     defer_runs: bool,
     *,
     ignore_existing: bool,
-) -> dict[str, int]:
+) -> _Written:
     """One transaction: rows inserted per table, and the touched runs rebuilt or left pending."""
-    written: dict[str, int] = {}
+    written = _Written()
     con.execute("BEGIN TRANSACTION")
     try:
         for name, data in tables.items():
+            if name == "charges" and data is not None and (copies := tables.get("call_copies")) is not None:
+                charged = dedup.charge_once(con, copies, data, replay=ignore_existing)
+                data, written.uncharged = charged.charges, charged.uncharged
             if data is not None:
-                written[name] = _insert(con, name, data, ignore_existing=ignore_existing)
-        if written.get("spans"):
+                written.rows[name] = _insert(con, name, data, ignore_existing=ignore_existing)
+        if written.rows.get("spans") or written.uncharged:
+            touched = runs.earliest((firsts, written.uncharged))
             if defer_runs:
-                runs.defer(con, firsts)
+                runs.defer(con, touched)
             else:
-                runs.refresh_with_pending(con, firsts)
+                runs.refresh_with_pending(con, touched)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
