@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from .billed import KEY_KINDS
 
-__all__ = ["WINDOW_NS", "Charged", "charge_once"]
+__all__ = ["WINDOW_NS", "Charged", "charge_once", "copy_with_context"]
 
 WINDOW_NS = 3_600 * 10**9  # copies of one billed call start within an hour of each other (in practice: ms)
 
@@ -94,6 +94,18 @@ DELETE FROM charges WHERE start_time >= {since}
 _REKEY = """
 UPDATE call_copies SET billed_call = r.new_key FROM _rekeyed r
 WHERE call_copies.billed_call = r.old_key AND call_copies.start_time >= {since}
+"""
+
+# The copies of the same billed call as one span (same key, same charged copy) that have a captured payload.
+_COPY_WITH_CONTEXT = """
+WITH me AS (
+    SELECT billed_call, coalesce(duplicate_of_trace, trace_id) AS ct, coalesce(duplicate_of, span_id) AS cs
+    FROM call_copies WHERE trace_id = $trace AND span_id = $span
+)
+SELECT x.trace_id, x.span_id FROM call_copies x JOIN me ON x.billed_call = me.billed_call
+    AND coalesce(x.duplicate_of_trace, x.trace_id) = me.ct AND coalesce(x.duplicate_of, x.span_id) = me.cs
+WHERE EXISTS (SELECT 1 FROM contexts k WHERE k.trace_id = x.trace_id AND k.span_id = x.span_id)
+ORDER BY x.trace_id <> $trace, x.scope_name, x.trace_id, x.span_id LIMIT 1
 """
 
 
@@ -184,3 +196,14 @@ def _run(
         con.execute(sql)
     finally:
         con.unregister(name)
+
+
+def copy_with_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[str, str] | None:
+    """Another copy of this span's billed call that captured the request, as (trace id, span id).
+
+    The charged copy is the one with the most complete usage, which need not be
+    the one that captured content (the anthropic SDK records none by default):
+    a turn's context is read from whichever copy has it.
+    """
+    row = con.execute(_COPY_WITH_CONTEXT, {"trace": trace_id, "span": span_id}).fetchone()
+    return (str(row[0]), str(row[1])) if row else None
