@@ -1,33 +1,37 @@
 """Charge each billed call once: group a commit's model-call copies with those stored, keep one charge.
 
-Runs inside ``ledger.write``'s transaction, after the batch's ``call_copies``
-rows are inserted and before its charges are (``ledger.billed`` says what a
-copy and its key are, and which copy is charged). Every decision is a function
-of the stored copies, not of arrival order, so a batch redelivered (replayed
-with INSERT OR IGNORE), or coalesced with the request holding the other copy,
-or arriving minutes after it, ends in the same single charge:
+Runs inside ``ledger.write``'s transaction, before the batch's ``call_copies``
+and ``charges`` rows are inserted (``ledger.billed`` says what a copy and its
+key are, and which copy is charged). Every decision is a function of the copies
+(stored and new), not of arrival order, so a batch redelivered (replayed with
+INSERT OR IGNORE), coalesced with the request holding the other copy, or
+arriving minutes after it, ends in the same single charge:
 
-1. nesting: a batch copy directly under (or directly over) another model-call
-   copy of the same model, overlapping in time and without two different
-   response ids, takes one key with it (the most specific of the two; the
-   stored rows of the other key are re-keyed);
-2. the copies of each key the batch touches are split into islands of
-   overlapping times; in each island the best copy is charged and the others
-   name it in ``duplicate_of``;
+1. nesting: a copy directly under another model-call copy of the same model,
+   overlapping in time and without two different response ids, takes one key
+   with it (the most specific of the two; the stored copies of the other key
+   are re-keyed);
+2. the copies of each key are split into islands of overlapping times; in each
+   island the best copy is charged and the others name it in ``duplicate_of``;
 3. a stored charge whose copy is no longer the charged one is deleted (its
    trace's runs row is rebuilt), and only the batch's charged copies keep their
    charge rows.
 
-Cost per commit: two queries (links, then islands) over the copies of the
-batch's traces and keys, bounded by start time, plus an UPDATE and a DELETE
-only when some copy changed. Copies of one billed call time the same HTTP
+Cost per commit: ONE query, for the stored copies that share a key with the
+batch or are a batch copy's parent or child; usually it finds none and the
+batch has no two copies of one call, and that is all. Otherwise the grouping
+runs here in Python over those few rows, and an UPDATE and a DELETE follow only
+for stored copies that changed. Copies of one billed call time the same HTTP
 exchange, so they start within ``WINDOW_NS`` of each other: the bound lets
 DuckDB skip older row groups by their min/max instead of reading the table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -39,63 +43,28 @@ __all__ = ["WINDOW_NS", "Charged", "charge_once", "copy_with_context"]
 
 WINDOW_NS = 3_600 * 10**9  # copies of one billed call start within an hour of each other (in practice: ms)
 
-_LINKS = """
-WITH b AS (SELECT trace_id, span_id FROM _new_copies),
-cc AS (
-    SELECT trace_id, span_id, parent_span_id, billed_call, model, start_time, end_time FROM call_copies
-    WHERE start_time >= {since} AND trace_id IN (SELECT trace_id FROM b)
-)
-SELECT DISTINCT ch.billed_call, pa.billed_call
-FROM cc ch JOIN cc pa ON pa.trace_id = ch.trace_id AND pa.span_id = ch.parent_span_id
-WHERE ch.billed_call <> pa.billed_call AND ch.model = pa.model
-  AND ch.start_time <= pa.end_time AND pa.start_time <= ch.end_time
-  AND NOT (starts_with(ch.billed_call, '{response}') AND starts_with(pa.billed_call, '{response}'))
-  AND EXISTS (SELECT 1 FROM b WHERE b.trace_id = ch.trace_id AND b.span_id IN (ch.span_id, pa.span_id))
+_COLUMNS = "trace_id, span_id, parent_span_id, billed_call, model, epoch_ns(start_time), epoch_ns(end_time), " \
+    "usage_terms, scope_name, duplicate_of_trace, duplicate_of"  # fmt: skip
+# The stored copies that may be related to the batch's: same key, or same trace (a parent or a
+# child of one is picked out in Python: two plain semi joins cost half of asking DuckDB for it).
+# Two copies that both carry response ids are one call only if the ids are equal (the key
+# join), so when every batch copy has one, only the stored copies without one can nest with them.
+_NEIGHBOURS = f"""
+SELECT {_COLUMNS} FROM call_copies c WHERE c.start_time >= {{since}} AND (
+    c.billed_call IN (SELECT billed_call FROM _new_copies)
+    OR ({{nest}}c.trace_id IN (SELECT trace_id FROM _new_copies)))
 """
-
-# Gaps and islands: ordered by start, a copy opens a new island when it starts after
-# every earlier copy of its key has ended. Returns the copies whose mark is or becomes set.
-_ISLANDS = """
-WITH k AS (
-    SELECT DISTINCT c.billed_call FROM call_copies c SEMI JOIN _new_copies b USING (trace_id, span_id)
-    WHERE c.start_time >= {since}
-),
-g AS (SELECT c.* FROM call_copies c SEMI JOIN k USING (billed_call) WHERE c.start_time >= {since}),
-opened AS (
-    SELECT *, coalesce(start_time > max(end_time) OVER (PARTITION BY billed_call ORDER BY start_time, trace_id,
-               span_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), TRUE)::INTEGER AS opens
-    FROM g
-),
-islands AS (
-    SELECT *, sum(opens) OVER (PARTITION BY billed_call ORDER BY start_time, trace_id, span_id) AS island
-    FROM opened
-),
-ranked AS (
-    SELECT *, first_value(trace_id) OVER w AS win_trace, first_value(span_id) OVER w AS win_span FROM islands
-    WINDOW w AS (PARTITION BY billed_call, island ORDER BY usage_terms DESC, scope_name, trace_id, span_id)
-),
-marked AS (
-    SELECT trace_id, span_id, epoch_ns(start_time) AS start_ns, duplicate_of_trace, duplicate_of,
-           CASE WHEN win_trace = trace_id AND win_span = span_id THEN NULL ELSE win_trace END AS new_trace,
-           CASE WHEN win_trace = trace_id AND win_span = span_id THEN NULL ELSE win_span END AS new_span
-    FROM ranked
-)
-SELECT * FROM marked WHERE duplicate_of IS NOT NULL OR new_span IS NOT NULL
-"""
-
-_MARK = """
-UPDATE call_copies SET duplicate_of_trace = m.new_trace, duplicate_of = m.new_span FROM _marks m
-WHERE call_copies.trace_id = m.trace_id AND call_copies.span_id = m.span_id AND call_copies.start_time >= {since}
+_WITHOUT_RESPONSE_ID = f"NOT starts_with(c.billed_call, '{KEY_KINDS[0]}') AND "
+_OF_KEYS = f"SELECT {_COLUMNS} FROM call_copies WHERE start_time >= {{since}} AND billed_call IN (SELECT unnest($keys))"
+_UPDATE = """
+UPDATE call_copies SET billed_call = u.billed_call, duplicate_of_trace = u.duplicate_of_trace,
+    duplicate_of = u.duplicate_of FROM _updated u
+WHERE call_copies.trace_id = u.trace_id AND call_copies.span_id = u.span_id AND call_copies.start_time >= {since}
 """
 _UNCHARGE = """
 DELETE FROM charges WHERE start_time >= {since}
   AND EXISTS (SELECT 1 FROM _uncharged u WHERE u.trace_id = charges.trace_id AND u.span_id = charges.span_id)
 """
-_REKEY = """
-UPDATE call_copies SET billed_call = r.new_key FROM _rekeyed r
-WHERE call_copies.billed_call = r.old_key AND call_copies.start_time >= {since}
-"""
-
 # The copies of the same billed call as one span (same key, same charged copy) that have a captured payload.
 _COPY_WITH_CONTEXT = """
 WITH me AS (
@@ -109,66 +78,143 @@ ORDER BY x.trace_id <> $trace, x.scope_name, x.trace_id, x.span_id LIMIT 1
 """
 
 
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    key: str
+    model: str
+    start: int
+    end: int
+    usage_terms: int
+    scope: str
+    dup_trace: str | None
+    dup_span: str | None
+
+    @property
+    def id(self) -> tuple[str, str]:
+        return self.trace_id, self.span_id
+
+    def rank(self) -> tuple[int, str, str, str]:
+        """The charged copy of an island sorts first: most usage terms, then scope name, trace id, span id."""
+        return -self.usage_terms, self.scope, self.trace_id, self.span_id
+
+
 @dataclass
 class Charged:
-    """What ``charge_once`` leaves of a batch's charges, and the stored charges it took back."""
+    """The batch's rows as they go in, and the stored charges taken back."""
 
-    charges: pa.Table  # the batch's charge rows of charged copies only
+    copies: pa.Table  # with their final keys and marks
+    charges: pa.Table  # of the charged copies only
     uncharged: dict[str, int] = field(default_factory=dict)  # trace id -> earliest start of a charge deleted
 
 
-def charge_once(con: duckdb.DuckDBPyConnection, copies: pa.Table, charges: pa.Table, *, replay: bool) -> Charged:
-    """Mark this batch's copies (already inserted) and the stored ones they join; return the charges to insert.
-
-    ``replay``: the batch may hold rows stored before (INSERT OR IGNORE), so a
-    charge of a batch copy may already be stored and need deleting too.
-    """
+def charge_once(con: duckdb.DuckDBPyConnection, copies: pa.Table, charges: pa.Table) -> Charged:
+    """Decide which of this batch's copies (and the stored ones they join) are charged; the rows to insert."""
     first = pc.min(copies["start_time"]).cast(pa.int64()).as_py()
     since = f"make_timestamp_ns({int(first) - WINDOW_NS})"  # a literal: a constant the scan prunes row groups by
-    con.register("_new_copies", copies.select(["trace_id", "span_id"]))
+    keys = copies["billed_call"].to_pylist()
+    nest = "" if any(not k.startswith(KEY_KINDS[0]) for k in keys) else _WITHOUT_RESPONSE_ID
+    con.register("_new_copies", copies.select(["trace_id", "billed_call"]))
     try:
-        _join_nested(con, since)
-        marks = con.execute(_ISLANDS.format(since=since)).fetchall()
+        stored = con.execute(_NEIGHBOURS.format(since=since, nest=nest)).fetchall()
     finally:
         con.unregister("_new_copies")
-    changed = [m for m in marks if (m[3], m[4]) != (m[5], m[6])]
-    if changed:
-        _set_marks(con, changed, since)
-    losers = {(m[0], m[1]) for m in marks if m[6] is not None}
-    batch = set(zip(copies["trace_id"].to_pylist(), copies["span_id"].to_pylist(), strict=True)) if losers else set()
-    # A copy that was charged and no longer is: its stored charge goes (a fresh batch copy has none yet).
-    taken_back = [m for m in changed if m[4] is None and (replay or (m[0], m[1]) not in batch)]
+    traces = copies["trace_id"].to_pylist()
+    ids = set(zip(traces, copies["span_id"].to_pylist(), strict=True))
+    parents = set(zip(traces, copies["parent_span_id"].to_pylist(), strict=True))
+    key_set = set(keys)
+    # A parent or child of a batch copy, or a copy of one of its calls.
+    related = [r for r in stored if r[3] in key_set or (r[0], r[1]) in parents or (r[0], r[2]) in ids]
+    if not related and len(key_set) == len(keys) and not (parents & ids):
+        return Charged(copies, charges)  # the common case: nothing to group
+    batch = [_Copy(*row) for row in _rows(copies)]
+    old = {c.id: c for c in (_Copy(*row) for row in related)}
+    more = {c.key for c in old.values()} - set(keys)  # keys the batch may join through nesting
+    if more:
+        rows = con.execute(_OF_KEYS.format(since=since), {"keys": sorted(more)}).fetchall()
+        old.update((c.id, c) for c in (_Copy(*row) for row in rows))
+    copies_now = {**{c.id: c for c in batch}, **old}  # a redelivered copy: its stored row is the truth
+    decided = _decide(copies_now)
+    changed = [decided[i] for i, c in old.items() if decided[i] != c]
     uncharged: dict[str, int] = {}
-    if taken_back:
-        _run(con, _UNCHARGE.format(since=since), "_uncharged", [m[:2] for m in taken_back])
-        for trace, _, start, *_ in taken_back:
-            uncharged[trace] = min(start, uncharged.get(trace, start))
-    if losers & batch:
-        keep = [(t, s) not in losers for t, s in zip(charges["trace_id"].to_pylist(), charges["span_id"].to_pylist(),
-                                                     strict=True)]  # fmt: skip
-        charges = charges.filter(pa.array(keep, pa.bool_()))
-    return Charged(charges, uncharged)
+    if changed:
+        _with_rows(con, _UPDATE.format(since=since), "_updated", [(c.trace_id, c.span_id, c.key, c.dup_trace,
+                   c.dup_span) for c in changed], ("trace_id", "span_id", "billed_call", "duplicate_of_trace",
+                   "duplicate_of"))  # fmt: skip
+        taken_back = [c for c in changed if c.dup_span is not None and old[c.id].dup_span is None]
+        if taken_back:
+            _with_rows(con, _UNCHARGE.format(since=since), "_uncharged", [c.id for c in taken_back])
+            for c in taken_back:
+                uncharged[c.trace_id] = min(c.start, uncharged.get(c.trace_id, c.start))
+    fresh = [decided[c.id] for c in batch]
+    copies = _replace_marks(copies, fresh)
+    charged = [c.dup_span is None for c in fresh]
+    if not all(charged):
+        charges = _charged_rows(charges, {c.id for c in fresh if c.dup_span is None})
+    return Charged(copies, charges, uncharged)
 
 
-def _join_nested(con: duckdb.DuckDBPyConnection, since: str) -> None:
-    """Give nested copies of one call one key (step 1), re-keying the stored copies of the other."""
-    links = con.execute(_LINKS.format(since=since, response=KEY_KINDS[0])).fetchall()
-    if not links:
-        return
+def _rows(copies: pa.Table) -> Iterable[tuple[Any, ...]]:
+    cols = [copies[n].to_pylist() for n in ("trace_id", "span_id", "parent_span_id", "billed_call", "model")]
+    times = [copies[n].cast(pa.int64()).to_pylist() for n in ("start_time", "end_time")]
+    rest = [copies[n].to_pylist() for n in ("usage_terms", "scope_name", "duplicate_of_trace", "duplicate_of")]
+    return zip(*cols, *times, *rest, strict=True)
+
+
+def _decide(copies: dict[tuple[str, str], _Copy]) -> dict[tuple[str, str], _Copy]:
+    """Every copy with its final key (nesting, step 1) and its mark (islands, step 2)."""
+    rekey = _nesting_keys(copies.values(), copies)
+    by_key: dict[str, list[_Copy]] = defaultdict(list)
+    for c in copies.values():
+        by_key[rekey.get(c.key, c.key)].append(c)
+    out: dict[tuple[str, str], _Copy] = {}
+    for key, group in by_key.items():
+        group.sort(key=lambda c: (c.start, c.trace_id, c.span_id))
+        island: list[_Copy] = []
+        reach = -1
+        for c in group:
+            if island and c.start > reach:  # starts after every earlier copy ended: a new island
+                _mark(island, key, out)
+                island, reach = [], -1
+            island.append(c)
+            reach = max(reach, c.end)
+        _mark(island, key, out)
+    return out
+
+
+def _mark(island: list[_Copy], key: str, out: dict[tuple[str, str], _Copy]) -> None:
+    best = min(island, key=_Copy.rank)
+    for m in island:
+        dup = (None, None) if m is best else best.id
+        out[m.id] = replace(m, key=key, dup_trace=dup[0], dup_span=dup[1])
+
+
+def _nesting_keys(copies: Iterable[_Copy], by_id: dict[tuple[str, str], _Copy]) -> dict[str, str]:
+    """Key -> the key it joins: a copy nested directly in another of the same call shares its key."""
     parent: dict[str, str] = {}
 
     def root(key: str) -> str:
-        while parent.get(key, key) != key:
+        while key in parent:
             key = parent[key]
         return key
 
-    for a, b in links:
-        ra, rb = root(a), root(b)
-        if ra != rb:
-            first, second = sorted((ra, rb), key=_specificity)
+    for child in copies:
+        up = by_id.get((child.trace_id, child.parent_span_id))
+        if up is None or not _same_call(child, up):
+            continue
+        a, b = root(child.key), root(up.key)
+        if a != b:
+            first, second = sorted((a, b), key=_specificity)
             parent[second] = first
-    rekeyed = [(key, root(key)) for key in parent]
-    _run(con, _REKEY.format(since=since), "_rekeyed", rekeyed, ("old_key", "new_key"))
+    return {key: root(key) for key in parent}
+
+
+def _same_call(child: _Copy, up: _Copy) -> bool:
+    both_responses = child.key.startswith(KEY_KINDS[0]) and up.key.startswith(KEY_KINDS[0])
+    overlap = child.start <= up.end and up.start <= child.end
+    return child.model == up.model and overlap and not (both_responses and child.key != up.key)
 
 
 def _specificity(key: str) -> tuple[int, str]:
@@ -177,16 +223,27 @@ def _specificity(key: str) -> tuple[int, str]:
     return kind, key
 
 
-def _set_marks(con: duckdb.DuckDBPyConnection, changed: list[tuple], since: str) -> None:  # type: ignore[type-arg]
-    rows = [(m[0], m[1], m[5], m[6]) for m in changed]
-    _run(con, _MARK.format(since=since), "_marks", rows, ("trace_id", "span_id", "new_trace", "new_span"))
+def _replace_marks(copies: pa.Table, decided: list[_Copy]) -> pa.Table:
+    for name, values in (
+        ("billed_call", [c.key for c in decided]),
+        ("duplicate_of_trace", [c.dup_trace for c in decided]),
+        ("duplicate_of", [c.dup_span for c in decided]),
+    ):
+        i = copies.schema.get_field_index(name)
+        copies = copies.set_column(i, copies.schema.field(i), pa.array(values, pa.string()))
+    return copies
 
 
-def _run(
+def _charged_rows(charges: pa.Table, charged: set[tuple[str, str]]) -> pa.Table:
+    ids = zip(charges["trace_id"].to_pylist(), charges["span_id"].to_pylist(), strict=True)
+    return charges.filter(pa.array([i in charged for i in ids], pa.bool_()))
+
+
+def _with_rows(
     con: duckdb.DuckDBPyConnection,
     sql: str,
     name: str,
-    rows: list[tuple],  # type: ignore[type-arg]
+    rows: list[tuple[str | None, ...]],
     names: tuple[str, ...] = ("trace_id", "span_id"),
 ) -> None:
     """Run ``sql`` with ``rows`` registered as the table ``name`` (strings only)."""

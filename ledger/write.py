@@ -122,10 +122,16 @@ def _write_tables(
     written = _Written()
     con.execute("BEGIN TRANSACTION")
     try:
+        tables = dict(tables)
+        copies, charges = tables.get("call_copies"), tables.get("charges")
+        if copies is not None and charges is not None:  # one charge per billed call, decided before either goes in
+            charged = dedup.charge_once(con, copies, charges)
+            tables["call_copies"], tables["charges"], written.uncharged = (
+                charged.copies,
+                charged.charges,
+                charged.uncharged,
+            )
         for name, data in tables.items():
-            if name == "charges" and data is not None and (copies := tables.get("call_copies")) is not None:
-                charged = dedup.charge_once(con, copies, data, replay=ignore_existing)
-                data, written.uncharged = charged.charges, charged.uncharged
             if data is not None:
                 written.rows[name] = _insert(con, name, data, ignore_existing=ignore_existing)
         if written.rows.get("spans") or written.uncharged:
