@@ -234,9 +234,8 @@ CREATE TABLE call_copies (
     usage_terms         INTEGER NOT NULL,  -- how complete its usage is: the most complete copy is charged
     scope_name          VARCHAR NOT NULL,
     duplicate_of_trace  VARCHAR,           -- the charged copy, when this one is not it
-    duplicate_of        VARCHAR,
-    PRIMARY KEY (trace_id, span_id)
-);
+    duplicate_of        VARCHAR            -- one row per (trace_id, span_id), kept by ledger.write (no index:
+);                                         -- every insert would pay for it)
 """
 
 

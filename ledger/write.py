@@ -54,14 +54,24 @@ class IngestReport:
 # Content blocks and message-chain nodes are shared between spans and batches
 # by design; rows of the other tables repeat only when a batch is redelivered.
 _SHARED_ROWS = frozenset({"content_blocks", "message_chain"})
+# Tables without a primary key (an index costs every insert), one row per span: a batch
+# whose spans are all new holds none stored; a replay inserts only the missing ones.
+_UNKEYED = frozenset({"call_copies"})
+_NOT_STORED = "WHERE NOT EXISTS (SELECT 1 FROM {name} s WHERE s.trace_id = b.trace_id AND s.span_id = b.span_id)"
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table, *, ignore_existing: bool = False) -> int:
     con.register("_batch", data)
     try:
         cols = ", ".join(f'"{n}"' for n in data.column_names)
-        verb = "INSERT OR IGNORE" if ignore_existing or name in _SHARED_ROWS else "INSERT"
-        row = con.execute(f"{verb} INTO {name} ({cols}) SELECT {cols} FROM _batch").fetchone()
+        if name in _UNKEYED:
+            source = "_batch"
+            if ignore_existing:  # its spans' keys guard it: only a replay can hold copies already stored
+                source = f"(SELECT DISTINCT ON (trace_id, span_id) * FROM _batch b {_NOT_STORED.format(name=name)})"
+            row = con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM {source}").fetchone()
+        else:
+            verb = "INSERT OR IGNORE" if ignore_existing or name in _SHARED_ROWS else "INSERT"
+            row = con.execute(f"{verb} INTO {name} ({cols}) SELECT {cols} FROM _batch").fetchone()
     finally:
         # After a failed INSERT the transaction refuses everything but ROLLBACK;
         # the next batch registered under the same name replaces this one.
