@@ -9,7 +9,6 @@ history, and a prompt-cache model reproduces the API's write-then-read behaviour
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import math
 import threading
@@ -234,9 +233,6 @@ def _view(request: Mapping[str, Any], call_index: int) -> PolicyView:
     )
 
 
-_INSTANCES = itertools.count(1)
-
-
 class ScriptedLLM(CompleteBySending):
     """A deterministic provider: ``policy`` decides the reply, usage is estimated.
 
@@ -263,9 +259,6 @@ class ScriptedLLM(CompleteBySending):
         self._id_prefix = id_prefix
         self._calls = 0  # successful calls so far: the index faults are keyed by
         self._tool_ids = 0
-        # Response ids unique across instances, as the API's are: the ledger charges one billed
-        # call per response id, so two runs' "first reply" must not share one.
-        self._instance = next(_INSTANCES)
         self._lock = threading.Lock()
 
     @property
@@ -317,8 +310,15 @@ class ScriptedLLM(CompleteBySending):
             usage=Usage(uncached, output, write, read),
             model=self.model,
             request=dict(request),
-            response_id=f"msg_scripted_{self._instance:04d}_{index:04d}",
+            response_id=_response_id(request, index),
         )
+
+
+def _response_id(request: Mapping[str, Any], index: int) -> str:
+    """Deterministic, and distinct for distinct requests, as the API's ids are unique: the
+    ledger charges one billed call per response id, so two runs' first replies must not share one."""
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"msg_scripted_{index:04d}_{digest}"
 
 
 def _content(text: str, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
