@@ -102,30 +102,10 @@ def conversations(tmp_path_factory):
 
     db = tmp_path_factory.mktemp("instrumentations") / "ledger.duckdb"
     server = CollectorServer(ServerConfig(port=0, db=db)).start()
-    fakes = {which: FakeAnthropicServer().start() for which in INSTRUMENTATIONS}
-    for fake in fakes.values():
-        fake.enqueue(*(FakeReply.text("Done.", usage=u) for u in USAGES))
     try:
-        procs = {
-            which: subprocess.Popen(
-                [sys.executable, str(AGENT), which, fakes[which].base_url, server.url],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for which, (_, module) in INSTRUMENTATIONS.items()
-            if importlib.util.find_spec(module) is not None
-        }
-        traces = {}
-        for which, proc in procs.items():
-            out, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, f"{which} agent failed:\n{err[-3000:]}"
-            traces[which] = out.strip().splitlines()[-1]
-            assert len(fakes[which].exchanges) == len(USAGES)
+        traces = _run_agents(list(INSTRUMENTATIONS), server.url)
         yield server, traces
     finally:
-        for fake in fakes.values():
-            fake.stop()
         server.stop()
 
 
@@ -207,7 +187,7 @@ TRACED = ["none", *INSTRUMENTATIONS]
 SDK_SCOPE = "com.anthropic.sdk.python"
 
 
-def _run_agents(which_all: list[str], collector_url: str, *extra: str) -> tuple[dict[str, str], dict[str, object]]:
+def _run_agents(which_all: list[str], collector_url: str, *extra: str) -> dict[str, str]:
     """Run one agent per entry (in parallel processes) against its own fake; trace id per entry."""
     fakes = {which: FakeAnthropicServer().start() for which in which_all}
     for fake in fakes.values():
@@ -228,8 +208,8 @@ def _run_agents(which_all: list[str], collector_url: str, *extra: str) -> tuple[
             out, err = proc.communicate(timeout=120)
             assert proc.returncode == 0, f"{which} agent failed:\n{err[-3000:]}"
             traces[which] = out.strip().splitlines()[-1]
-            assert len(fakes[which].successes) == len(USAGES)
-        return traces, dict(fakes)
+            assert len(fakes[which].exchanges) == len(USAGES)
+        return traces
     finally:
         for fake in fakes.values():
             fake.stop()
@@ -253,24 +233,17 @@ def traced_conversations(tmp_path_factory):
     db = tmp_path_factory.mktemp("sdk-traced") / "ledger.duckdb"
     server = CollectorServer(ServerConfig(port=0, db=db)).start()
     try:
-        traces, _ = _run_agents(TRACED, server.url, "--sdk-tracing")
+        traces = _run_agents(TRACED, server.url, "--sdk-tracing")
         _runs_caught_up(server)
         yield server, traces
     finally:
         server.stop()
 
 
-def _traced(traced_conversations, which: str) -> str:  # type: ignore[no-untyped-def]
-    _, traces = traced_conversations
-    if which not in traces:
-        pytest.fail(f"{INSTRUMENTATIONS[which][0]} is not installed: pip install -e '.[dev]'")
-    return traces[which]
-
-
 @pytest.mark.parametrize("which", TRACED)
 def test_sdk_traced_calls_are_charged_once_exactly_what_the_api_billed(traced_conversations, which):
     server, _ = traced_conversations
-    trace_id = _traced(traced_conversations, which)
+    trace_id = _trace(traced_conversations, which)
     with server.readers.connection() as cur:
         charges = _charges(cur, trace_id)
         sources = cur.execute(
@@ -286,7 +259,7 @@ def test_the_instrumentations_copies_stay_spans_marked_as_duplicates(traced_conv
     from ledger import queries as q
 
     server, _ = traced_conversations
-    trace_id = _traced(traced_conversations, which)
+    trace_id = _trace(traced_conversations, which)
     with server.readers.connection() as cur:
         charged = {r[0] for r in cur.execute("SELECT span_id FROM charges WHERE trace_id = ?", [trace_id]).fetchall()}
         tree = q.run(cur, q.run_trace_tree(trace_id))
@@ -301,7 +274,7 @@ def test_the_instrumentations_copies_stay_spans_marked_as_duplicates(traced_conv
 @pytest.mark.parametrize("which", TRACED)
 def test_runs_rollup_counts_each_billed_call_once(traced_conversations, which):
     server, _ = traced_conversations
-    trace_id = _traced(traced_conversations, which)
+    trace_id = _trace(traced_conversations, which)
     want = sum((sum(expected(u).usd) for u in USAGES), Decimal(0))
     with server.readers.connection() as cur:
         row = cur.execute("SELECT model_calls, usd_total FROM runs WHERE trace_id = ?", [trace_id]).fetchone()
