@@ -104,14 +104,30 @@ def _bodies(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> dict[str, Any]
     return {h: json.loads(body) for h, body in rows}
 
 
-def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> dict[str, Any] | None:
-    """The exact payload captured for one model-call span, or None if none was."""
-    row = con.execute(
+def _context_row(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[Any, ...] | None:
+    return con.execute(
         "SELECT envelope, system_block, tools_block, messages_node FROM contexts WHERE trace_id = ? AND span_id = ?",
         [trace_id, span_id],
     ).fetchone()
+
+
+def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> dict[str, Any] | None:
+    """The exact payload captured for one model-call span, or None if none was.
+
+    A span that captured none but reports a billed call another span captured
+    (``ledger.dedup``: the SDK's own span beside an instrumentation's) gives that one's.
+    """
+    row = _context_row(con, trace_id, span_id)
     if row is None:
-        return None
+        from .dedup import copy_with_context  # here: ledger.rows imports this module where DuckDB is never loaded
+
+        copy = copy_with_context(con, trace_id, span_id)
+        if copy is None:
+            return None
+        trace_id, span_id = copy
+        row = _context_row(con, trace_id, span_id)
+        if row is None:
+            return None
     envelope, system, tools, tail = json.loads(row[0]), row[1], row[2], row[3]
     message_blocks: list[str] = []
     if tail and tail != _ROOT:

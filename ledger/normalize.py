@@ -76,7 +76,9 @@ __all__ = [
     "input_includes_cache",
     "is_model_call",
     "model_call",
+    "response_ids",
     "tenant_of",
+    "usage_completeness",
 ]
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
@@ -483,3 +485,39 @@ def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
     if not payload:
         return None
     return {"model": str(model), **payload} if model else payload
+
+
+# --- which billed call a model-call span reports (ledger.billed) ---------------------------------
+_REQUEST_ID = "anthropic.request.id"  # the anthropic SDK's spans: the API's request-id header
+_OPENINFERENCE_OUTPUT = "output.value"
+# The API's split of cache writes by TTL, as the anthropic SDK's spans carry it.
+_CACHE_WRITE_SPLIT = (c.CACHE_CREATION_5M_INPUT_TOKENS, c.CACHE_CREATION_1H_INPUT_TOKENS)
+_USAGE_FAMILIES = (
+    (c.INPUT_TOKENS, *_DEPRECATED_PROMPT, _OPENINFERENCE_PROMPT),
+    (c.OUTPUT_TOKENS, *_DEPRECATED_COMPLETION, _OPENINFERENCE_COMPLETION),
+    _CACHE_READ,
+    _CACHE_WRITE,
+    _REASONING,
+    _CACHE_WRITE_SPLIT,
+)
+
+
+def response_ids(span: SpanRecord) -> tuple[str, str]:
+    """The provider's (response id, request id) a model-call span reports; "" where it has none.
+
+    OpenInference records no id attribute: the response id is the ``id`` of the
+    SDK's returned message, which it keeps as JSON in ``output.value``.
+    """
+    a = span.attributes
+    response = a.get(c.RESPONSE_ID)
+    if not response and _OPENINFERENCE_OUTPUT in a:
+        output = _json_value(a[_OPENINFERENCE_OUTPUT])
+        response = output.get("id") if isinstance(output, dict) else None
+    request = a.get(_REQUEST_ID)
+    return (response if isinstance(response, str) else ""), (request if isinstance(request, str) else "")
+
+
+def usage_completeness(span: SpanRecord) -> int:
+    """How many usage terms a span reports (input, output, cache read, cache write, reasoning, cache-write TTL split)."""
+    a = span.attributes
+    return sum(1 for family in _USAGE_FAMILIES if _first(a, family) is not None)

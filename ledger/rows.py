@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from . import conventions as c
 from . import terms
+from .billed import call_copy_row
 from .content import ContextRows
 from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import (
@@ -264,6 +265,7 @@ class _RowBuilder:
         self.redact_content = redact_content
         self.spans: Rows = []
         self.charges: Rows = []
+        self.copies: Rows = []  # one per charge row: which billed call it reports (ledger.billed)
         self.events: Rows = []
         self.contexts = ContextRows(redact_blocks=redact_content)
         self.unpriced: set[str] = set()
@@ -292,12 +294,13 @@ class _RowBuilder:
             for seq, e in enumerate(s.events):
                 if e.name in c.GUARD_EVENTS:
                     guard_rows.append(_GUARD_EVENT_ROW(s, seq, e, _dumps(e.attributes), _text))
-        charge = None
+        charge = copy = None
         call = model_call(s)
         if call is not None:
             when = datetime.fromtimestamp(s.start_ns / 1e9, UTC)
             priced = self.prices.price(call.provider, call.model, call.tokens, when)
             charge = self._charge_row(s, call, priced, tenant, call.tokens.by_term, priced.usd)
+            copy = call_copy_row(s, call)
         resource, operation = self._resource(s.resource), _operation(s)
         flagged = len(self.flagged)
         try:
@@ -312,12 +315,13 @@ class _RowBuilder:
             raise
         self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, self.now_us))
         self.events += guard_rows
-        if call is not None and charge is not None:
+        if call is not None and charge is not None and copy is not None:
             if priced.unpriced:
                 self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
             if call.invalid_usage:
                 self.flagged.append(f"{s.trace_id}/{s.span_id}: invalid_usage: {call.invalid_usage}")
             self.charges.append(charge)
+            self.copies.append(copy)
 
     def _flag_content(self, s: SpanRecord, why: str) -> None:
         self.flagged.append(f"{s.trace_id}/{s.span_id}: captured content not stored ({why}); kept as attributes")
@@ -359,6 +363,7 @@ class _RowBuilder:
         ctx = self.contexts
         return {
             "spans": self.spans,
+            "call_copies": self.copies,
             "charges": self.charges,
             "guard_events": self.events,
             "content_blocks": [_BLOCK_ROW(h, body) for h, body in ctx.blocks.items()],

@@ -218,6 +218,26 @@ CREATE TABLE runs_pending (
 );
 """
 
+# One charge per billed call (ledger.billed, ledger.dedup): every model-call span
+# is a copy of a billed call; the copies of one call share a key and only one is
+# charged, the others name it in duplicate_of. Looked up by key and time (the
+# copies of one call overlap in time), so start_time bounds every scan.
+_V7_CALL_COPIES = """
+CREATE TABLE call_copies (
+    trace_id            VARCHAR NOT NULL,
+    span_id             VARCHAR NOT NULL,
+    parent_span_id      VARCHAR NOT NULL,
+    billed_call         VARCHAR NOT NULL,  -- response:<id> | request:<id> | span:<trace>/<span>
+    model               VARCHAR NOT NULL,
+    start_time          TIMESTAMP_NS NOT NULL,
+    end_time            TIMESTAMP_NS NOT NULL,
+    usage_terms         INTEGER NOT NULL,  -- how complete its usage is: the most complete copy is charged
+    scope_name          VARCHAR NOT NULL,
+    duplicate_of_trace  VARCHAR,           -- the charged copy, when this one is not it
+    duplicate_of        VARCHAR            -- one row per (trace_id, span_id), kept by ledger.write (no index:
+);                                         -- every insert would pay for it)
+"""
+
 
 # A migration is SQL, or a function of the connection for changes SQL alone cannot make.
 Migration = str | Callable[[duckdb.DuckDBPyConnection], None]
@@ -263,6 +283,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (4, "runs pending a rebuild", _V4_RUNS_PENDING),
     (5, "1-hour cache-write price term", add_term_columns("cache_write_1h")),
     (6, "invalid usage flag", _v6_invalid_usage),
+    (7, "one charge per billed call", _V7_CALL_COPIES),
 ]
 
 

@@ -147,6 +147,12 @@ _CONTEXTS = _columns("""
     trace_id VARCHAR, span_id VARCHAR, envelope JSON, system_block VARCHAR, tools_block VARCHAR,
     messages_node VARCHAR, payload_bytes BIGINT
 """)
+# Migration 7: one row per model-call span, the copy it is of a billed call (``ledger.billed``).
+_CALL_COPIES = _columns("""
+    trace_id VARCHAR, span_id VARCHAR, parent_span_id VARCHAR, billed_call VARCHAR, model VARCHAR,
+    start_time TIMESTAMP_NS, end_time TIMESTAMP_NS, usage_terms INTEGER, scope_name VARCHAR,
+    duplicate_of_trace VARCHAR, duplicate_of VARCHAR
+""")
 _RUNS_HEAD = _columns("""
     trace_id VARCHAR, root_span_id VARCHAR, name VARCHAR, service_name VARCHAR, agent_name VARCHAR,
     agent_version VARCHAR, prompt_version VARCHAR, tool_schema_version VARCHAR, tenant VARCHAR,
@@ -171,12 +177,14 @@ def _declare(name: str) -> tuple[Column, ...]:
         "content_blocks": _CONTENT_BLOCKS,
         "message_chain": _MESSAGE_CHAIN,
         "contexts": _CONTEXTS,
+        "call_copies": _CALL_COPIES,
     }
     return fixed[name]
 
 
-# The tables ingest writes rows to, in insertion order (spans first).
-WRITTEN = ("spans", "charges", "guard_events", "content_blocks", "message_chain", "contexts")
+# The tables ingest writes rows to, in insertion order (spans first; a model call's
+# copies before its charge, which ``ledger.dedup`` keeps only for the charged copy).
+WRITTEN = ("spans", "call_copies", "charges", "guard_events", "content_blocks", "message_chain", "contexts")
 
 
 def table(name: str) -> Table:

@@ -8,6 +8,11 @@ a batch delivered twice (OTLP exporters retry) changes nothing the second
 time: a plain INSERT is tried first, and a key conflict replays the
 transaction with INSERT OR IGNORE (which costs about 10 µs more per span, so
 only redeliveries pay it).
+
+A billed call reported by several spans (the anthropic SDK's own and an
+instrumentation's) is charged once: ``ledger.dedup`` keeps the charge rows of
+the charged copies only, in the same transaction, and takes back a stored
+charge when a better copy arrives later (both traces' runs are rebuilt).
 """
 
 from __future__ import annotations
@@ -19,11 +24,17 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from . import runs
+from . import dedup, runs
 from .rows import PreparedBatch
 from .tables import WRITTEN, table
 
 __all__ = ["IngestReport", "write"]
+
+
+@dataclass
+class _Written:
+    rows: dict[str, int] = field(default_factory=dict)  # inserted, per table
+    uncharged: dict[str, int] = field(default_factory=dict)  # trace -> earliest start of a charge taken back
 
 
 @dataclass
@@ -43,14 +54,24 @@ class IngestReport:
 # Content blocks and message-chain nodes are shared between spans and batches
 # by design; rows of the other tables repeat only when a batch is redelivered.
 _SHARED_ROWS = frozenset({"content_blocks", "message_chain"})
+# Tables without a primary key (an index costs every insert), one row per span: a batch
+# whose spans are all new holds none stored; a replay inserts only the missing ones.
+_UNKEYED = frozenset({"call_copies"})
+_NOT_STORED = "WHERE NOT EXISTS (SELECT 1 FROM {name} s WHERE s.trace_id = b.trace_id AND s.span_id = b.span_id)"
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table, *, ignore_existing: bool = False) -> int:
     con.register("_batch", data)
     try:
         cols = ", ".join(f'"{n}"' for n in data.column_names)
-        verb = "INSERT OR IGNORE" if ignore_existing or name in _SHARED_ROWS else "INSERT"
-        row = con.execute(f"{verb} INTO {name} ({cols}) SELECT {cols} FROM _batch").fetchone()
+        if name in _UNKEYED:
+            source = "_batch"
+            if ignore_existing:  # its spans' keys guard it: only a replay can hold copies already stored
+                source = f"(SELECT DISTINCT ON (trace_id, span_id) * FROM _batch b {_NOT_STORED.format(name=name)})"
+            row = con.execute(f"INSERT INTO {name} ({cols}) SELECT {cols} FROM {source}").fetchone()
+        else:
+            verb = "INSERT OR IGNORE" if ignore_existing or name in _SHARED_ROWS else "INSERT"
+            row = con.execute(f"{verb} INTO {name} ({cols}) SELECT {cols} FROM _batch").fetchone()
     finally:
         # After a failed INSERT the transaction refuses everything but ROLLBACK;
         # the next batch registered under the same name replaces this one.
@@ -83,8 +104,9 @@ def write(
         written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=False)
     except duckdb.ConstraintException:  # a redelivered span: replay, skipping rows already stored
         written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=True)
-    report.spans_written = written.get("spans", 0)
-    report.charges_written = written.get("charges", 0)
+    report.spans_written = written.rows.get("spans", 0)
+    report.charges_written = written.rows.get("charges", 0)
+    report.traces |= written.uncharged.keys()
     return report
 
 
@@ -105,19 +127,29 @@ def _write_tables(
     defer_runs: bool,
     *,
     ignore_existing: bool,
-) -> dict[str, int]:
+) -> _Written:
     """One transaction: rows inserted per table, and the touched runs rebuilt or left pending."""
-    written: dict[str, int] = {}
+    written = _Written()
     con.execute("BEGIN TRANSACTION")
     try:
+        tables = dict(tables)
+        copies, charges = tables.get("call_copies"), tables.get("charges")
+        if copies is not None and charges is not None:  # one charge per billed call, decided before either goes in
+            charged = dedup.charge_once(con, copies, charges)
+            tables["call_copies"], tables["charges"], written.uncharged = (
+                charged.copies,
+                charged.charges,
+                charged.uncharged,
+            )
         for name, data in tables.items():
             if data is not None:
-                written[name] = _insert(con, name, data, ignore_existing=ignore_existing)
-        if written.get("spans"):
+                written.rows[name] = _insert(con, name, data, ignore_existing=ignore_existing)
+        if written.rows.get("spans") or written.uncharged:
+            touched = runs.earliest((firsts, written.uncharged))
             if defer_runs:
-                runs.defer(con, firsts)
+                runs.defer(con, touched)
             else:
-                runs.refresh_with_pending(con, firsts)
+                runs.refresh_with_pending(con, touched)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

@@ -310,8 +310,15 @@ class ScriptedLLM(CompleteBySending):
             usage=Usage(uncached, output, write, read),
             model=self.model,
             request=dict(request),
-            response_id=f"msg_scripted_{index:04d}",
+            response_id=_response_id(request, index),
         )
+
+
+def _response_id(request: Mapping[str, Any], index: int) -> str:
+    """Deterministic, and distinct for distinct requests, as the API's ids are unique: the
+    ledger charges one billed call per response id, so two runs' first replies must not share one."""
+    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"msg_scripted_{index:04d}_{digest}"
 
 
 def _content(text: str, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:

@@ -171,6 +171,10 @@ def _trace_tree(tree: pd.DataFrame) -> None:
         status = s["status_code"]
         if s.get("soft_failure"):
             status = f"{status} · soft failure"
+        if isinstance(s.get("duplicate_of"), str):
+            other_trace = s.get("duplicate_of_trace")
+            where = f" in trace {other_trace}" if isinstance(other_trace, str) else ""
+            status = f"{status} · duplicate of {s['duplicate_of']}{where}"
         is_call = isinstance(s.get("model"), str)
         inp = sum(int(s.get(k) or 0) for k in _INPUT_COLUMNS)
         detail = s.get("tool_result") or s.get("status_message") or ""
@@ -189,7 +193,9 @@ def _trace_tree(tree: pd.DataFrame) -> None:
         )
     st.caption(
         "Every span of the run, children indented under their parent. Soft failures are tool calls that ran but "
-        "reported a problem (e.g. 'not found'); their result is kept."
+        "reported a problem (e.g. 'not found'); their result is kept. A model call reported twice (e.g. by the "
+        "anthropic SDK's own tracing and an instrumentation) is charged once: the other span is marked "
+        "'duplicate of' the charged one and costs nothing."
     )
     st.dataframe(
         pd.DataFrame(rows),

@@ -126,7 +126,9 @@ def run_trace_tree(trace_id: str) -> Query:
     """Every span of a run for the trace tree: timing, status, tool outcome, tokens and cost.
 
     ``offset_ms`` is from the run's first span; durations come from nanosecond
-    epochs (``epoch_ms`` on TIMESTAMP_NS fails on duckdb 2.0).
+    epochs (``epoch_ms`` on TIMESTAMP_NS fails on duckdb 2.0). A model-call span
+    that reports a billed call charged on another span (``ledger.billed``) has no
+    charge; ``duplicate_of`` names the charged one (``duplicate_of_trace`` its trace, when another).
     """
     tokens = ", ".join(f"c.{column}" for column in token_columns())
     return Query(
@@ -137,8 +139,10 @@ def run_trace_tree(trace_id: str) -> Query:
        s.status_code, s.status_message, {_TOOL_NAME} AS tool, {_SOFT_FAILURE} AS soft_failure,
        {_TOOL_RESULT} AS tool_result, coalesce(json_array_length(s.events), 0) AS events,
        c.model, c.attempt, nullif(c.retry_cause, '') AS retry_cause, c.finish_reason, c.error_type,
-       {tokens}, c.unpriced, {usd_sum("c")} AS usd
+       {tokens}, c.unpriced, {usd_sum("c")} AS usd, d.duplicate_of,
+       nullif(d.duplicate_of_trace, s.trace_id) AS duplicate_of_trace
 FROM spans s LEFT JOIN charges c USING (trace_id, span_id)
+LEFT JOIN call_copies d ON d.trace_id = s.trace_id AND d.span_id = s.span_id AND d.duplicate_of IS NOT NULL
 WHERE s.trace_id = ? ORDER BY s.start_time, s.span_id""",
         [trace_id],
     )

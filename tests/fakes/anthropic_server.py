@@ -14,6 +14,7 @@ first with a 429 carrying ``retry-after`` or a 529/500.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import deque
@@ -39,6 +40,11 @@ def api_usage(
         "output_tokens": output_tokens,
         "cache_creation": {"ephemeral_5m_input_tokens": cache_5m, "ephemeral_1h_input_tokens": cache_1h},
     }
+
+
+# Every fake in a test process numbers its response and request ids apart, as the
+# real API's ids are unique: the ledger charges one billed call per response id.
+_INSTANCES = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ class FakeAnthropicServer:
         self._queue: deque[Script] = deque()
         self._lock = threading.Lock()
         self._ids = 0
+        self.instance = next(_INSTANCES)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -175,7 +182,7 @@ class FakeAnthropicServer:
     def _message(self, body: dict[str, Any], reply: FakeReply) -> dict[str, Any]:
         with self._lock:
             self._ids += 1
-            msg_id = f"msg_fake_{self._ids:04d}"
+            msg_id = f"msg_fake_{self.instance:03d}_{self._ids:04d}"
         if reply.usage is not None:
             usage = {
                 "input_tokens": 0,
@@ -247,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(payload)))
-        self.send_header("request-id", f"req_fake_{len(self.fake.exchanges):04d}")
+        self.send_header("request-id", f"req_fake_{self.fake.instance:03d}_{len(self.fake.exchanges):04d}")
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()

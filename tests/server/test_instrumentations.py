@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from ledger import conventions as c
@@ -24,7 +25,7 @@ from ledger.spans import SpanRecord
 from ledger.store import open_ledger
 from tests.fakes.anthropic_server import FakeAnthropicServer, FakeReply
 
-from .conftest import MS, T0
+from .conftest import MS, T0, wait_until
 
 AGENT = Path(__file__).with_name("instrumented_agent.py")
 INSTRUMENTATIONS = {
@@ -101,30 +102,10 @@ def conversations(tmp_path_factory):
 
     db = tmp_path_factory.mktemp("instrumentations") / "ledger.duckdb"
     server = CollectorServer(ServerConfig(port=0, db=db)).start()
-    fakes = {which: FakeAnthropicServer().start() for which in INSTRUMENTATIONS}
-    for fake in fakes.values():
-        fake.enqueue(*(FakeReply.text("Done.", usage=u) for u in USAGES))
     try:
-        procs = {
-            which: subprocess.Popen(
-                [sys.executable, str(AGENT), which, fakes[which].base_url, server.url],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for which, (_, module) in INSTRUMENTATIONS.items()
-            if importlib.util.find_spec(module) is not None
-        }
-        traces = {}
-        for which, proc in procs.items():
-            out, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, f"{which} agent failed:\n{err[-3000:]}"
-            traces[which] = out.strip().splitlines()[-1]
-            assert len(fakes[which].exchanges) == len(USAGES)
+        traces = _run_agents(list(INSTRUMENTATIONS), server.url)
         yield server, traces
     finally:
-        for fake in fakes.values():
-            fake.stop()
         server.stop()
 
 
@@ -196,3 +177,116 @@ def test_request_content_is_not_also_kept_unredacted_in_span_attributes(conversa
         rows = cur.execute("SELECT attributes FROM spans WHERE trace_id = ?", [trace_id]).fetchall()
     stored = " ".join(r[0] for r in rows)
     assert "bob@example.com" not in stored and "sk-ant-api03" not in stored
+
+
+# --- the anthropic SDK tracing itself beside each instrumentation: one charge per billed call -----------
+# With ``--sdk-tracing`` every billed call is reported twice (the SDK's ``anthropic.messages.create`` and the
+# instrumentation's span, nested or side by side); "none" is the SDK's spans alone. The ledger charges each
+# call once, on the SDK's copy (it reports every usage term and its scope name sorts first: ledger.billed).
+TRACED = ["none", *INSTRUMENTATIONS]
+SDK_SCOPE = "com.anthropic.sdk.python"
+
+
+def _run_agents(which_all: list[str], collector_url: str, *extra: str) -> dict[str, str]:
+    """Run one agent per entry (in parallel processes) against its own fake; trace id per entry."""
+    fakes = {which: FakeAnthropicServer().start() for which in which_all}
+    for fake in fakes.values():
+        fake.enqueue(*(FakeReply.text("Done.", usage=u) for u in USAGES))
+    try:
+        procs = {
+            which: subprocess.Popen(
+                [sys.executable, str(AGENT), which, fakes[which].base_url, collector_url, *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for which in which_all
+            if which == "none" or importlib.util.find_spec(INSTRUMENTATIONS[which][1]) is not None
+        }
+        traces = {}
+        for which, proc in procs.items():
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"{which} agent failed:\n{err[-3000:]}"
+            traces[which] = out.strip().splitlines()[-1]
+            assert len(fakes[which].exchanges) == len(USAGES)
+        return traces
+    finally:
+        for fake in fakes.values():
+            fake.stop()
+
+
+def _runs_caught_up(server) -> None:  # type: ignore[no-untyped-def]
+    """Wait for the runs rows the writer deferred under load (at most its runs lag) to be rebuilt."""
+
+    def caught_up() -> bool:
+        with server.readers.connection() as cur:
+            return cur.execute("SELECT count(*) FROM runs_pending").fetchone() == (0,)
+
+    wait_until(caught_up)
+
+
+@pytest.fixture(scope="module")
+def traced_conversations(tmp_path_factory):
+    """The SDK's tracing on: the SDK alone and beside each instrumentation, into one running collector."""
+    from collector.receiver import CollectorServer, ServerConfig
+
+    db = tmp_path_factory.mktemp("sdk-traced") / "ledger.duckdb"
+    server = CollectorServer(ServerConfig(port=0, db=db)).start()
+    try:
+        traces = _run_agents(TRACED, server.url, "--sdk-tracing")
+        _runs_caught_up(server)
+        yield server, traces
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("which", TRACED)
+def test_sdk_traced_calls_are_charged_once_exactly_what_the_api_billed(traced_conversations, which):
+    server, _ = traced_conversations
+    trace_id = _trace(traced_conversations, which)
+    with server.readers.connection() as cur:
+        charges = _charges(cur, trace_id)
+        sources = cur.execute(
+            "SELECT DISTINCT s.scope_name FROM charges c JOIN spans s USING (trace_id, span_id) WHERE c.trace_id = ?",
+            [trace_id],
+        ).fetchall()
+    assert charges == [expected(u) for u in USAGES]  # streamed turn included: the SDK's copy is charged
+    assert sources == [(SDK_SCOPE,)]
+
+
+@pytest.mark.parametrize("which", list(INSTRUMENTATIONS))
+def test_the_instrumentations_copies_stay_spans_marked_as_duplicates(traced_conversations, which):
+    from ledger import queries as q
+
+    server, _ = traced_conversations
+    trace_id = _trace(traced_conversations, which)
+    with server.readers.connection() as cur:
+        charged = {r[0] for r in cur.execute("SELECT span_id FROM charges WHERE trace_id = ?", [trace_id]).fetchall()}
+        tree = q.run(cur, q.run_trace_tree(trace_id))
+        scopes = dict(cur.execute("SELECT span_id, scope_name FROM spans WHERE trace_id = ?", [trace_id]).fetchall())
+    marked = [row for row in tree.to_dict("records") if isinstance(row["duplicate_of"], str)]
+    assert len(marked) == len(USAGES)
+    assert {scopes[row["span_id"]] for row in marked} == {INSTRUMENTATIONS[which][1]}
+    assert {row["duplicate_of"] for row in marked} == charged  # each names the SDK span charged for its call
+    assert all(pd.isna(row["usd"]) and pd.isna(row["duplicate_of_trace"]) for row in marked)
+
+
+@pytest.mark.parametrize("which", TRACED)
+def test_runs_rollup_counts_each_billed_call_once(traced_conversations, which):
+    server, _ = traced_conversations
+    trace_id = _trace(traced_conversations, which)
+    want = sum((sum(expected(u).usd) for u in USAGES), Decimal(0))
+    with server.readers.connection() as cur:
+        row = cur.execute("SELECT model_calls, usd_total FROM runs WHERE trace_id = ?", [trace_id]).fetchone()
+    assert row == (len(USAGES), want)
+
+
+def test_report_totals_are_the_api_bill(traced_conversations):
+    from ledger.report import build_report
+
+    server, traces = traced_conversations
+    want = len(traces) * sum((sum(expected(u).usd) for u in USAGES), Decimal(0))
+    with server.readers.connection() as cur:
+        report = build_report(cur)
+    assert Decimal(str(report["total_usd"])) == want
+    assert sum(m["calls"] for m in report["models"]) == len(traces) * len(USAGES)

@@ -1,0 +1,266 @@
+"""Charge each billed call once: group a commit's model-call copies with those stored, keep one charge.
+
+Runs inside ``ledger.write``'s transaction, before the batch's ``call_copies``
+and ``charges`` rows are inserted (``ledger.billed`` says what a copy and its
+key are, and which copy is charged). Every decision is a function of the copies
+(stored and new), not of arrival order, so a batch redelivered (replayed with
+INSERT OR IGNORE), coalesced with the request holding the other copy, or
+arriving minutes after it, ends in the same single charge:
+
+1. nesting: a copy directly under another model-call copy of the same model,
+   overlapping in time and without two different response ids, takes one key
+   with it (the most specific of the two; the stored copies of the other key
+   are re-keyed);
+2. the copies of each key are split into islands of overlapping times; in each
+   island the best copy is charged and the others name it in ``duplicate_of``;
+3. a stored charge whose copy is no longer the charged one is deleted (its
+   trace's runs row is rebuilt), and only the batch's charged copies keep their
+   charge rows.
+
+Cost per commit: ONE query, for the stored copies that share a key with the
+batch or are a batch copy's parent or child; usually it finds none and the
+batch has no two copies of one call, and that is all. Otherwise the grouping
+runs here in Python over those few rows, and an UPDATE and a DELETE follow only
+for stored copies that changed. Copies of one billed call time the same HTTP
+exchange, so they start within ``WINDOW_NS`` of each other: the bound lets
+DuckDB skip older row groups by their min/max instead of reading the table.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .billed import KEY_KINDS
+
+__all__ = ["WINDOW_NS", "Charged", "charge_once", "copy_with_context"]
+
+WINDOW_NS = 3_600 * 10**9  # copies of one billed call start within an hour of each other (in practice: ms)
+
+_COLUMNS = "trace_id, span_id, parent_span_id, billed_call, model, epoch_ns(start_time), epoch_ns(end_time), " \
+    "usage_terms, scope_name, duplicate_of_trace, duplicate_of"  # fmt: skip
+# The stored copies that may be related to the batch's: same key, or same trace (a parent or a
+# child of one is picked out in Python: two plain semi joins cost half of asking DuckDB for it).
+# Two copies that both carry response ids are one call only if the ids are equal (the key
+# join), so when every batch copy has one, only the stored copies without one can nest with them.
+_NEIGHBOURS = f"""
+SELECT {_COLUMNS} FROM call_copies c WHERE c.start_time >= {{since}} AND (
+    c.billed_call IN (SELECT billed_call FROM _new_copies)
+    OR ({{nest}}c.trace_id IN (SELECT trace_id FROM _new_copies)))
+"""
+_WITHOUT_RESPONSE_ID = f"NOT starts_with(c.billed_call, '{KEY_KINDS[0]}') AND "
+_OF_KEYS = f"SELECT {_COLUMNS} FROM call_copies WHERE start_time >= {{since}} AND billed_call IN (SELECT unnest($keys))"
+_UPDATE = """
+UPDATE call_copies SET billed_call = u.billed_call, duplicate_of_trace = u.duplicate_of_trace,
+    duplicate_of = u.duplicate_of FROM _updated u
+WHERE call_copies.trace_id = u.trace_id AND call_copies.span_id = u.span_id AND call_copies.start_time >= {since}
+"""
+_UNCHARGE = """
+DELETE FROM charges WHERE start_time >= {since}
+  AND EXISTS (SELECT 1 FROM _uncharged u WHERE u.trace_id = charges.trace_id AND u.span_id = charges.span_id)
+"""
+# The copies of the same billed call as one span (same key, same charged copy) that have a captured payload.
+_COPY_WITH_CONTEXT = """
+WITH me AS (
+    SELECT billed_call, coalesce(duplicate_of_trace, trace_id) AS ct, coalesce(duplicate_of, span_id) AS cs
+    FROM call_copies WHERE trace_id = $trace AND span_id = $span
+)
+SELECT x.trace_id, x.span_id FROM call_copies x JOIN me ON x.billed_call = me.billed_call
+    AND coalesce(x.duplicate_of_trace, x.trace_id) = me.ct AND coalesce(x.duplicate_of, x.span_id) = me.cs
+WHERE EXISTS (SELECT 1 FROM contexts k WHERE k.trace_id = x.trace_id AND k.span_id = x.span_id)
+ORDER BY x.trace_id <> $trace, x.scope_name, x.trace_id, x.span_id LIMIT 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    key: str
+    model: str
+    start: int
+    end: int
+    usage_terms: int
+    scope: str
+    dup_trace: str | None
+    dup_span: str | None
+
+    @property
+    def id(self) -> tuple[str, str]:
+        return self.trace_id, self.span_id
+
+    def rank(self) -> tuple[int, str, str, str]:
+        """The charged copy of an island sorts first: most usage terms, then scope name, trace id, span id."""
+        return -self.usage_terms, self.scope, self.trace_id, self.span_id
+
+
+@dataclass
+class Charged:
+    """The batch's rows as they go in, and the stored charges taken back."""
+
+    copies: pa.Table  # with their final keys and marks
+    charges: pa.Table  # of the charged copies only
+    uncharged: dict[str, int] = field(default_factory=dict)  # trace id -> earliest start of a charge deleted
+
+
+def charge_once(con: duckdb.DuckDBPyConnection, copies: pa.Table, charges: pa.Table) -> Charged:
+    """Decide which of this batch's copies (and the stored ones they join) are charged; the rows to insert."""
+    first = pc.min(copies["start_time"]).cast(pa.int64()).as_py()
+    since = f"make_timestamp_ns({int(first) - WINDOW_NS})"  # a literal: a constant the scan prunes row groups by
+    keys = copies["billed_call"].to_pylist()
+    nest = "" if any(not k.startswith(KEY_KINDS[0]) for k in keys) else _WITHOUT_RESPONSE_ID
+    con.register("_new_copies", copies.select(["trace_id", "billed_call"]))
+    try:
+        stored = con.execute(_NEIGHBOURS.format(since=since, nest=nest)).fetchall()
+    finally:
+        con.unregister("_new_copies")
+    traces = copies["trace_id"].to_pylist()
+    ids = set(zip(traces, copies["span_id"].to_pylist(), strict=True))
+    parents = set(zip(traces, copies["parent_span_id"].to_pylist(), strict=True))
+    key_set = set(keys)
+    # A parent or child of a batch copy, or a copy of one of its calls.
+    related = [r for r in stored if r[3] in key_set or (r[0], r[1]) in parents or (r[0], r[2]) in ids]
+    if not related and len(key_set) == len(keys) and not (parents & ids):
+        return Charged(copies, charges)  # the common case: nothing to group
+    batch = [_Copy(*row) for row in _rows(copies)]
+    old = {c.id: c for c in (_Copy(*row) for row in related)}
+    more = {c.key for c in old.values()} - set(keys)  # keys the batch may join through nesting
+    if more:
+        rows = con.execute(_OF_KEYS.format(since=since), {"keys": sorted(more)}).fetchall()
+        old.update((c.id, c) for c in (_Copy(*row) for row in rows))
+    copies_now = {**{c.id: c for c in batch}, **old}  # a redelivered copy: its stored row is the truth
+    decided = _decide(copies_now)
+    changed = [decided[i] for i, c in old.items() if decided[i] != c]
+    uncharged: dict[str, int] = {}
+    if changed:
+        _with_rows(con, _UPDATE.format(since=since), "_updated", [(c.trace_id, c.span_id, c.key, c.dup_trace,
+                   c.dup_span) for c in changed], ("trace_id", "span_id", "billed_call", "duplicate_of_trace",
+                   "duplicate_of"))  # fmt: skip
+        taken_back = [c for c in changed if c.dup_span is not None and old[c.id].dup_span is None]
+        if taken_back:
+            _with_rows(con, _UNCHARGE.format(since=since), "_uncharged", [c.id for c in taken_back])
+            for c in taken_back:
+                uncharged[c.trace_id] = min(c.start, uncharged.get(c.trace_id, c.start))
+    fresh = [decided[c.id] for c in batch]
+    copies = _replace_marks(copies, fresh)
+    charged = [c.dup_span is None for c in fresh]
+    if not all(charged):
+        charges = _charged_rows(charges, {c.id for c in fresh if c.dup_span is None})
+    return Charged(copies, charges, uncharged)
+
+
+def _rows(copies: pa.Table) -> Iterable[tuple[Any, ...]]:
+    cols = [copies[n].to_pylist() for n in ("trace_id", "span_id", "parent_span_id", "billed_call", "model")]
+    times = [copies[n].cast(pa.int64()).to_pylist() for n in ("start_time", "end_time")]
+    rest = [copies[n].to_pylist() for n in ("usage_terms", "scope_name", "duplicate_of_trace", "duplicate_of")]
+    return zip(*cols, *times, *rest, strict=True)
+
+
+def _decide(copies: dict[tuple[str, str], _Copy]) -> dict[tuple[str, str], _Copy]:
+    """Every copy with its final key (nesting, step 1) and its mark (islands, step 2)."""
+    rekey = _nesting_keys(copies.values(), copies)
+    by_key: dict[str, list[_Copy]] = defaultdict(list)
+    for c in copies.values():
+        by_key[rekey.get(c.key, c.key)].append(c)
+    out: dict[tuple[str, str], _Copy] = {}
+    for key, group in by_key.items():
+        group.sort(key=lambda c: (c.start, c.trace_id, c.span_id))
+        island: list[_Copy] = []
+        reach = -1
+        for c in group:
+            if island and c.start > reach:  # starts after every earlier copy ended: a new island
+                _mark(island, key, out)
+                island, reach = [], -1
+            island.append(c)
+            reach = max(reach, c.end)
+        _mark(island, key, out)
+    return out
+
+
+def _mark(island: list[_Copy], key: str, out: dict[tuple[str, str], _Copy]) -> None:
+    best = min(island, key=_Copy.rank)
+    for m in island:
+        dup = (None, None) if m is best else best.id
+        out[m.id] = replace(m, key=key, dup_trace=dup[0], dup_span=dup[1])
+
+
+def _nesting_keys(copies: Iterable[_Copy], by_id: dict[tuple[str, str], _Copy]) -> dict[str, str]:
+    """Key -> the key it joins: a copy nested directly in another of the same call shares its key."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while key in parent:
+            key = parent[key]
+        return key
+
+    for child in copies:
+        up = by_id.get((child.trace_id, child.parent_span_id))
+        if up is None or not _same_call(child, up):
+            continue
+        a, b = root(child.key), root(up.key)
+        if a != b:
+            first, second = sorted((a, b), key=_specificity)
+            parent[second] = first
+    return {key: root(key) for key in parent}
+
+
+def _same_call(child: _Copy, up: _Copy) -> bool:
+    both_responses = child.key.startswith(KEY_KINDS[0]) and up.key.startswith(KEY_KINDS[0])
+    overlap = child.start <= up.end and up.start <= child.end
+    return child.model == up.model and overlap and not (both_responses and child.key != up.key)
+
+
+def _specificity(key: str) -> tuple[int, str]:
+    """Response ids first, then request ids, then span keys; ties by the key itself (deterministic)."""
+    kind = next((i for i, prefix in enumerate(KEY_KINDS) if key.startswith(prefix)), len(KEY_KINDS))
+    return kind, key
+
+
+def _replace_marks(copies: pa.Table, decided: list[_Copy]) -> pa.Table:
+    for name, values in (
+        ("billed_call", [c.key for c in decided]),
+        ("duplicate_of_trace", [c.dup_trace for c in decided]),
+        ("duplicate_of", [c.dup_span for c in decided]),
+    ):
+        i = copies.schema.get_field_index(name)
+        copies = copies.set_column(i, copies.schema.field(i), pa.array(values, pa.string()))
+    return copies
+
+
+def _charged_rows(charges: pa.Table, charged: set[tuple[str, str]]) -> pa.Table:
+    ids = zip(charges["trace_id"].to_pylist(), charges["span_id"].to_pylist(), strict=True)
+    return charges.filter(pa.array([i in charged for i in ids], pa.bool_()))
+
+
+def _with_rows(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    name: str,
+    rows: list[tuple[str | None, ...]],
+    names: tuple[str, ...] = ("trace_id", "span_id"),
+) -> None:
+    """Run ``sql`` with ``rows`` registered as the table ``name`` (strings only)."""
+    columns = list(zip(*rows, strict=True))
+    con.register(name, pa.table({n: pa.array(col, pa.string()) for n, col in zip(names, columns, strict=True)}))
+    try:
+        con.execute(sql)
+    finally:
+        con.unregister(name)
+
+
+def copy_with_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[str, str] | None:
+    """Another copy of this span's billed call that captured the request, as (trace id, span id).
+
+    The charged copy is the one with the most complete usage, which need not be
+    the one that captured content (the anthropic SDK records none by default):
+    a turn's context is read from whichever copy has it.
+    """
+    row = con.execute(_COPY_WITH_CONTEXT, {"trace": trace_id, "span": span_id}).fetchone()
+    return (str(row[0]), str(row[1])) if row else None
