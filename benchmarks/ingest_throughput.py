@@ -25,7 +25,8 @@ as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
   every thread) at DuckDB's default 16 MiB checkpoint threshold and at the ledger's;
 * where ``ledger.ingest`` spends its time (same batches, in process).
 
-Usage: ``python benchmarks/ingest_throughput.py [--spans N] [--content-spans N] [--repeats N]``.
+Usage: ``python benchmarks/ingest_throughput.py [--spans N] [--content-spans N] [--repeats N]``;
+``--baseline TREE`` instead compares end to end with another checkout's server, alternating.
 On a shared 2-core machine runs of the same code differ by up to a quarter: use
 ``--repeats 3`` for figures to compare across runs (medians, with their ranges).
 Figures from one run are comparable with each other; the machine's load is printed.
@@ -248,18 +249,27 @@ def _warm_up_bodies() -> tuple[list[bytes], int]:
 
 
 def end_to_end(
-    bodies: list[bytes], n: int, runs: int, folder: Path, *, workers: int | None = None, connections: int = 8
+    bodies: list[bytes],
+    n: int,
+    runs: int,
+    folder: Path,
+    *,
+    workers: int | None = None,
+    connections: int = 8,
+    tree: Path = ROOT,
 ) -> EndToEnd:
     """Stream every body through a fresh ``turnledger serve`` and wait until it is all queryable.
 
-    ``workers``: the server's --decode-workers (None: its default).
+    ``workers``: the server's --decode-workers (None: its default). ``tree``: the source
+    tree the server runs from (another checkout of turnledger, with this one's packages).
     """
     port = _free_port()
     db = folder / f"e2e-{workers}-{connections}-{time.monotonic_ns()}.duckdb"
     options = [] if workers is None else ["--decode-workers", str(workers)]
     server = subprocess.Popen(
         [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db), *options],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TURNLEDGER_TOKEN": ""},
+        cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "TURNLEDGER_TOKEN": "", "PYTHONPATH": str(tree)},
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -320,7 +330,18 @@ def main() -> None:
         default=1,
         help="end-to-end runs per setting; the median is printed, with the range (default 1)",
     )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="TREE",
+        help="only compare end to end with the server of another checkout (e.g. a git worktree of an older "
+        "commit), alternating the two --repeats times per workload, and print the ratio",
+    )
     a = ap.parse_args()
+    if a.baseline is not None:
+        compare_with(a.baseline.resolve(), a.spans, a.content_spans, a.repeats)
+        return
     print(f"# ingest throughput  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -380,6 +401,28 @@ def main() -> None:
         for floor, rate in (("decode-only", decode), ("decode-into-rows", decode_rows)):
             verdict = "met" if e2e >= rate / 2 else "MISSED"
             print(f"  {label}: {e2e / rate:.0%} of {floor} (>= 50%): {verdict}")
+
+
+def compare_with(baseline: Path, spans: int, content_spans: int, rounds: int) -> None:
+    """End to end (8 exporters, default decoders) here and in ``baseline``, alternating: medians and ratio."""
+    print(f"# end to end: {ROOT} vs baseline {baseline}  (load average {os.getloadavg()[0]:.2f})")
+    with tempfile.TemporaryDirectory() as tmp:
+        for content, n_wanted in ((False, spans), (True, content_spans)):
+            label = "with content" if content else "without content"
+            folder = Path(tmp) / label.replace(" ", "-")
+            folder.mkdir()
+            workload_spans, runs = workload(n_wanted, content)
+            n = len(workload_spans)
+            bodies = [encode_protobuf(workload_spans[i : i + BATCH]) for i in range(0, n, BATCH)]
+            rates: dict[str, list[float]] = {"baseline": [], "current": []}
+            for _ in range(max(1, rounds)):
+                for name, tree in (("baseline", baseline), ("current", ROOT)):
+                    rates[name].append(end_to_end(bodies, n, runs, folder, tree=tree).rate)
+            mid = {k: statistics.median(v) for k, v in rates.items()}
+            print(f"## {label}: {n:,} spans, {rounds} alternating round(s)")
+            for name, values in rates.items():
+                print(f"  {name:9s} median {mid[name]:>9,.0f} spans/s  (range {min(values):,.0f}–{max(values):,.0f})")
+            print(f"  current / baseline: x{mid['current'] / mid['baseline']:.3f}")
 
 
 if __name__ == "__main__":
