@@ -41,7 +41,11 @@ from .billed import KEY_KINDS
 
 __all__ = ["WINDOW_NS", "Charged", "charge_once", "copy_with_context"]
 
-WINDOW_NS = 3_600 * 10**9  # copies of one billed call start within an hour of each other (in practice: ms)
+# Copies of one billed call time the same HTTP exchange, so they start within the
+# longest call of each other (in practice, milliseconds). The lookup reads every
+# copy that started this long before the batch's first one: its cost grows with the
+# copies stored in this window, so it is kept to what a long streamed call needs.
+WINDOW_NS = 15 * 60 * 10**9
 
 _COLUMNS = "trace_id, span_id, parent_span_id, billed_call, model, epoch_ns(start_time), epoch_ns(end_time), " \
     "usage_terms, scope_name, duplicate_of_trace, duplicate_of"  # fmt: skip
