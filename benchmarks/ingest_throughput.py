@@ -320,7 +320,7 @@ def median_end_to_end(
     return tries[(len(tries) - 1) // 2], spread  # the lower median when even
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spans", type=int, default=100_000, help="spans per workload without content (default 100000)")
     ap.add_argument("--content-spans", type=int, default=40_000, help="spans per workload with content (default 40000)")
@@ -338,7 +338,11 @@ def main() -> None:
         help="only compare end to end with the server of another checkout (e.g. a git worktree of an older "
         "commit), alternating the two --repeats times per workload, and print the ratio",
     )
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    a = _arguments()
     if a.baseline is not None:
         compare_with(a.baseline.resolve(), a.spans, a.content_spans, a.repeats)
         return

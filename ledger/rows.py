@@ -21,16 +21,10 @@ import pyarrow as pa
 from . import conventions as c
 from . import terms
 from .billed import call_copy_row
+from .captured import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, OPENINFERENCE_REQUEST, captured_payload
 from .content import ContextRows
 from .limits import MAX_TIME_NS, MIN_TIME_NS
-from .normalize import (
-    CONTENT_ATTRIBUTES,
-    OPENINFERENCE_MESSAGE,
-    OPENINFERENCE_REQUEST,
-    captured_payload,
-    model_call,
-    tenant_of,
-)
+from .normalize import model_call, tenant_of
 from .pricing import PriceBook
 from .redact import redact_text
 from .spans import SpanRecord

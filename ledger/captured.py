@@ -1,0 +1,161 @@
+"""The request payload a span carries, and which of its attributes hold it.
+
+Producers record the exact context of a model call in different places: ours
+as one JSON body (``turnledger.request.body``), the current GenAI conventions as
+``gen_ai.input.messages`` / ``gen_ai.system_instructions`` / ``gen_ai.tool.definitions``
+(attributes, or events on older instrumentations), OpenInference as its SDK call's
+keyword arguments (``input.value``) or as flattened ``llm.input_messages.N.…``
+attributes. ``captured_payload`` rebuilds one payload from any of them; ingest
+moves those attributes to the content store (``ledger.content``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from . import conventions as c
+from .spans import SpanRecord
+
+__all__ = ["CONTENT_ATTRIBUTES", "OPENINFERENCE_MESSAGE", "OPENINFERENCE_REQUEST", "captured_payload", "json_value"]
+
+# Attributes that carry captured request content: moved to the content store at ingest.
+CONTENT_ATTRIBUTES = (c.REQUEST_BODY, c.INPUT_MESSAGES, c.SYSTEM_INSTRUCTIONS, c.TOOL_DEFINITIONS)
+# Flattened request content (one attribute per field): also moved, matched by prefix.
+# (The name is historical: it covers OpenLLMetry's legacy families as well.)
+OPENINFERENCE_MESSAGE = re.compile(
+    r"^(llm\.input_messages|llm\.tools|gen_ai\.prompt|llm\.prompts|llm\.request\.functions)\.(\d+)\.(.+)$"
+)
+_OPENINFERENCE_INPUT = "input.value"
+_OPENINFERENCE_INPUT_MIME = "input.mime_type"
+# On an OpenInference LLM span (and only there) input.value IS the request: it moves to the
+# content store like CONTENT_ATTRIBUTES. On TOOL/CHAIN spans it is the tool's input and stays.
+OPENINFERENCE_REQUEST = (_OPENINFERENCE_INPUT, _OPENINFERENCE_INPUT_MIME)
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_MESSAGE_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def json_value(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return orjson.loads(raw)  # captured payloads are large: ~2x the stdlib's speed
+        except orjson.JSONDecodeError:
+            pass
+        try:
+            return json.loads(raw)  # what orjson refuses but JSON-ish producers send (NaN)
+        except (json.JSONDecodeError, RecursionError):  # nested past the parser: kept as the text it is
+            return raw
+    return raw
+
+
+_WRAPPERS = ("message", "message_content", "tool_call", "tool", "function")
+
+
+def _nest(pairs: list[tuple[str, Any]]) -> Any:
+    """Rebuild a value from flattened ``a.b.0.c`` keys: numeric segments become list positions."""
+    root: dict[str, Any] = {}
+    for path, value in pairs:
+        node = root
+        parts = path.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            node[parts[-1]] = value
+    return _listify(root)
+
+
+def _listify(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    if node and all(k.isdigit() for k in node):
+        return [_listify(node[k]) for k in sorted(node, key=int)]
+    out = {k: _listify(v) for k, v in node.items()}
+    # OpenInference namespaces every field ("message.role", "message_content.text"):
+    # a dict holding just one such namespace is that namespace's content.
+    if len(out) == 1 and next(iter(out)) in _WRAPPERS and isinstance(next(iter(out.values())), dict):
+        return next(iter(out.values()))
+    return out
+
+
+def _flattened_content(attrs: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Messages and tools from flattened attributes, by family: {"messages": [...], "tools": [...]}."""
+    found: dict[str, dict[int, list[tuple[str, Any]]]] = {}
+    for key, value in attrs.items():
+        m = OPENINFERENCE_MESSAGE.match(key)
+        if m:
+            family = "tools" if m.group(1) in ("llm.tools", "llm.request.functions") else "messages"
+            found.setdefault(family, {}).setdefault(int(m.group(2)), []).append((m.group(3), value))
+    out: dict[str, list[Any]] = {}
+    for family, items in found.items():
+        values = []
+        for i in sorted(items):
+            item = _nest(items[i])
+            if family == "tools" and isinstance(item, dict) and set(item) == {"json_schema"}:
+                item = json_value(item["json_schema"])  # OpenInference: the tool's whole schema as JSON
+            values.append(item)
+        out[family] = values
+    return out
+
+
+def _event_content(span: SpanRecord) -> dict[str, Any]:
+    """Request content carried by span events instead of attributes."""
+    out: dict[str, Any] = {}
+    messages: list[Any] = []
+    for e in span.events:
+        ea = e.attributes
+        if e.name == _DETAILS_EVENT:
+            if c.SYSTEM_INSTRUCTIONS in ea:
+                out["system"] = json_value(ea[c.SYSTEM_INSTRUCTIONS])
+            if c.TOOL_DEFINITIONS in ea:
+                out["tools"] = json_value(ea[c.TOOL_DEFINITIONS])
+            if c.INPUT_MESSAGES in ea:
+                out["messages"] = json_value(ea[c.INPUT_MESSAGES])
+        elif e.name in _MESSAGE_EVENTS:
+            message = {"role": ea.get("role") or _MESSAGE_EVENTS[e.name]}
+            for k, v in ea.items():
+                if k not in ("role", "gen_ai.system", c.PROVIDER_NAME):
+                    message[k] = json_value(v)
+            messages.append(message)
+    if messages and "messages" not in out:
+        out["messages"] = messages
+    return out
+
+
+def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
+    """The request payload a span carries: ours verbatim, or rebuilt from GenAI/OpenInference content."""
+    a = span.attributes
+    if c.REQUEST_BODY in a:
+        body = json_value(a[c.REQUEST_BODY])
+        return body if isinstance(body, dict) else {"body": body}
+    # OpenInference records the SDK call's keyword arguments as input.value: the exact request.
+    if _OPENINFERENCE_INPUT in a and "json" in str(a.get(_OPENINFERENCE_INPUT_MIME, "")).lower():
+        body = json_value(a[_OPENINFERENCE_INPUT])
+        if isinstance(body, dict) and "messages" in body:
+            return body
+    payload: dict[str, Any] = {}
+    model = a.get(c.REQUEST_MODEL) or a.get("llm.model_name")
+    if c.SYSTEM_INSTRUCTIONS in a:
+        payload["system"] = json_value(a[c.SYSTEM_INSTRUCTIONS])
+    if c.TOOL_DEFINITIONS in a:
+        payload["tools"] = json_value(a[c.TOOL_DEFINITIONS])
+    if c.INPUT_MESSAGES in a:
+        payload["messages"] = json_value(a[c.INPUT_MESSAGES])
+    for key, value in _flattened_content(a).items():
+        payload.setdefault(key, value)
+    if span.events:
+        for key, value in _event_content(span).items():
+            payload.setdefault(key, value)
+    if not payload:
+        return None
+    return {"model": str(model), **payload} if model else payload
