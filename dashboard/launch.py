@@ -1,9 +1,9 @@
 """How the Streamlit app is started: ``python -m dashboard`` execs ``streamlit_command``.
 
 ``turnledger dashboard`` and ``turnledger up`` run ``python -m dashboard`` (the
-collector never imports this package); ``launch`` starts it from Python (tests).
+collector never imports this package: ``collector.cli.dashboard.start_dashboard``).
 
-The app reads through a running server when one is given (``--server`` or
+The app reads through a running server when one is given (``turnledger dashboard --server`` or
 TURNLEDGER_SERVER), otherwise it opens the ledger file read-only.
 """
 
@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["APP", "DEFAULT_PORT", "launch", "main", "streamlit_command"]
+__all__ = ["APP", "DEFAULT_PORT", "main", "streamlit_command"]
 
 APP = Path(__file__).with_name("app.py")
 DEFAULT_PORT = 8501
@@ -33,29 +32,6 @@ def streamlit_command(*, db: Path | None, port: int, headless: bool = True, addr
     if db is not None:
         cmd += ["--", "--db", str(Path(db).resolve())]
     return cmd
-
-
-def launch(
-    *,
-    server_url: str | None = None,
-    db: Path | None = None,
-    port: int = DEFAULT_PORT,
-    headless: bool = True,
-    address: str = "127.0.0.1",
-) -> subprocess.Popen[bytes]:
-    """Start the dashboard in the background and return its process (the caller stops it).
-
-    With ``server_url`` the app reads through that server's query API; without,
-    it opens ``db`` (default: TURNLEDGER_DB or ./turnledger.duckdb) read-only.
-    """
-    env = dict(os.environ)
-    if server_url:
-        env["TURNLEDGER_SERVER"] = server_url
-    return subprocess.Popen(
-        streamlit_command(db=db, port=port, headless=headless, address=address),
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.launch import launch
+from collector.cli.dashboard import start_dashboard
 from dashboard.ui import count, pct, usd
 from ledger import queries as q
 
@@ -46,7 +46,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def base_url(extended_db: Path) -> Iterator[str]:
     port = _free_port()
-    proc = launch(db=extended_db, port=port)
+    proc = start_dashboard(db=extended_db, port=port)  # as `turnledger dashboard` and `up` start it
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

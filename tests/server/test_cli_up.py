@@ -54,7 +54,7 @@ def _wait(predicate, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-
     return False
 
 
-@pytest.mark.skipif(not HAS_DASHBOARD, reason="the dashboard package (dashboard.launch.launch) is not built yet")
+@pytest.mark.skipif(not HAS_DASHBOARD, reason="the dashboard package (dashboard.launch) is not built yet")
 def test_up_starts_both_loads_samples_and_ctrl_c_stops_both(tmp_path):
     db = tmp_path / "ledger.duckdb"
     port, dash = free_port(), free_port()
