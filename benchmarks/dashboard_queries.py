@@ -383,7 +383,7 @@ def record_pages(db: Path, context_trace: str) -> dict[str, list[tuple[str, Any,
     from streamlit.testing.v1 import AppTest
 
     import dashboard.loaders as loaders
-    from dashboard.data import make_source
+    from collector.client import make_source
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     os.environ["TURNLEDGER_DB"] = str(db)
@@ -407,7 +407,7 @@ def record_pages(db: Path, context_trace: str) -> dict[str, list[tuple[str, Any,
 
 def replay(db: Path, calls: list[tuple[str, Any, dict[str, Any]]]) -> tuple[float, list[tuple[float, str]]]:
     """One page's queries as the file source runs them, starting from a closed file (cold open included)."""
-    from dashboard.data import FileSource
+    from ledger.sources import FileSource
 
     source = FileSource(db)
     source.close()

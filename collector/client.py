@@ -30,6 +30,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+from ledger import queries as q
 from ledger import settings
 from ledger.budgets.routes import ALERTS_PATH, BUDGETS_PATH, CHECK_PATH, SWEEP_PATH, budget_path
 from ledger.budgets.rules import BudgetError, UnknownBudget
@@ -37,13 +38,16 @@ from ledger.errors import InputError, NotFound, ServerError, TurnledgerError, Un
 from ledger.queries import Filters
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import duckdb
     import pandas as pd
     import pyarrow as pa
 
     from ledger.budgets.gate import CallScope
+    from ledger.sources import Source, SourceSpec
 
-__all__ = ["ServerClient"]
+__all__ = ["ServerClient", "ServerSource", "make_source"]
 
 
 @dataclass(frozen=True)
@@ -233,3 +237,61 @@ class ServerClient:
         params = {"budget": budget, "level": level, "since": since, "limit": limit, "deliveries": deliveries or None}
         rows: list[dict[str, Any]] = self._json("GET", ALERTS_PATH, params=params, route=_BUDGETS)
         return rows
+
+
+class ServerSource:
+    """A ``ledger.sources.Source`` read through a running ``turnledger serve``'s named-query API."""
+
+    def __init__(self, base_url: str, token: str | None = None, client: Any = None) -> None:
+        self.base_url = base_url
+        self.client = client if client is not None else ServerClient(base_url, token)
+
+    def describe(self) -> str:
+        return f"server {self.base_url}"
+
+    @staticmethod
+    def _request(
+        builder: Callable[..., q.Query], filters: Filters | None, kwargs: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        name = q.query_name(builder)  # fail here, with the list of names, rather than as an HTTP 404
+        params = {
+            **(filters.to_params() if filters is not None else {}),
+            **{k: v for k, v in kwargs.items() if v is not None},
+        }
+        return name, params
+
+    def query(self, builder: Callable[..., q.Query], filters: Filters | None = None, **kwargs: Any) -> pd.DataFrame:
+        name, params = self._request(builder, filters, kwargs)
+        return self.client.query(name, **params)
+
+    def records(
+        self, builder: Callable[..., q.Query], filters: Filters | None = None, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        import pyarrow as pa
+
+        name, params = self._request(builder, filters, kwargs)
+        table = self.client.query_arrow(name, **params)
+        rows: list[dict[str, Any]] = table.to_pylist()
+        # DuckDB sends its HUGEINT (what SUM of integers gives) as decimal128(38, 0); on the file the
+        # same value is a Python int, and a report must not depend on where it was read.
+        integral = [f.name for f in table.schema if pa.types.is_decimal(f.type) and f.type.scale == 0]
+        for row in rows if integral else ():
+            for column in integral:
+                if row[column] is not None:
+                    row[column] = int(row[column])
+        return rows
+
+    def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None:
+        return self.client.context(trace_id, span_id)
+
+    def budgets(self) -> list[dict[str, Any]]:
+        return self.client.budgets()
+
+
+def make_source(spec: SourceSpec) -> Source:
+    """The source a spec describes: the server's API, or the ledger file read-only."""
+    if spec.kind == "server":
+        return ServerSource(spec.location, spec.token)
+    from ledger.sources import FileSource
+
+    return FileSource(spec.location)

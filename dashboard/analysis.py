@@ -2,10 +2,9 @@
 
 * ``estimate_tokens`` / ``payload_components``: what each part of a captured
   request costs in tokens, roughly (characters / 4 of its compact JSON).
-* ``first_prefix_change``: between two turns' payloads, the first change inside
-  the part that should have stayed byte-identical (model, tools, system, the
-  earlier messages). That change is the cache invalidator; the new messages at
-  the end are supposed to differ and are ignored, as the seed's audit does.
+* the comparison of two turns' payloads (the first change inside the stable
+  prefix: the cache invalidator) is ``ledger.turn_diff``, shared with
+  ``turnledger diff``.
 * ``check_cache``: flags turns whose cache reads fell short of what the
   previous call of the same call site and model had cached;
   ``merge_prefix_findings`` adds the turns whose payload changed inside the
@@ -17,25 +16,21 @@
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.turn_diff import PrefixChange, compact_json
+
 __all__ = [
     "CacheCheck",
     "Component",
-    "PrefixChange",
     "check_cache",
     "estimate_tokens",
     "expense_reasons",
-    "first_prefix_change",
     "merge_prefix_findings",
     "payload_components",
-    "payload_diff",
-    "payload_json",
     "previous_same_call",
     "quadratic_fit",
     "tree_rows",
@@ -45,22 +40,11 @@ CHARS_PER_TOKEN = 4
 # A cache read this far below what the previous call cached counts as a break
 # (a few tokens of slack: providers round cache blocks).
 CACHE_BREAK_TOLERANCE = 0.02
-_SNIPPET = 40
-
-
-def _compact(value: Any) -> str:
-    # Key order kept: an ordering change is itself an invalidator worth seeing.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def payload_json(payload: Any) -> str:
-    """The payload as indented JSON text, key order as sent (for display and download)."""
-    return json.dumps(payload, ensure_ascii=False, indent=2)
 
 
 def estimate_tokens(value: Any) -> int:
     """~characters / 4 of the compact JSON (a string counts by its own characters)."""
-    text = value if isinstance(value, str) else _compact(value)
+    text = value if isinstance(value, str) else compact_json(value)
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
@@ -96,133 +80,17 @@ def payload_components(payload: Mapping[str, Any]) -> list[Component]:
         if key == "tools" and isinstance(value, list):
             for i, tool in enumerate(value):
                 name = tool.get("name", "") if isinstance(tool, Mapping) else ""
-                text = _compact(tool)
+                text = compact_json(tool)
                 out.append(Component(f"tools[{i}]", f"tool {name}".strip(), len(text), estimate_tokens(text)))
         elif key == "messages" and isinstance(value, list):
             for i, message in enumerate(value):
-                text = _compact(message)
+                text = compact_json(message)
                 out.append(Component(f"messages[{i}]", _message_label(message), len(text), estimate_tokens(text)))
         else:
-            text = _compact(value)
+            text = compact_json(value)
             label = "system prompt" if key == "system" else "request field"
             out.append(Component(key, label, len(text), estimate_tokens(text)))
     return out
-
-
-@dataclass(frozen=True)
-class PrefixChange:
-    """The first difference inside what should have been a stable prefix."""
-
-    part: str  # "model", "tools", "system", "messages[2]", "field order"
-    path: str  # JSON path of the first differing value, e.g. system[0].text
-    what: str  # one sentence: what changed
-    before: str  # a snippet of the earlier payload at that spot
-    after: str  # the same spot in the later payload
-
-
-def _snippet(text: str, at: int) -> str:
-    start = max(0, at - _SNIPPET)
-    end = at + _SNIPPET
-    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")
-
-
-def _first_difference(a: Any, b: Any, path: str) -> PrefixChange | None:
-    """Walk two JSON values in their own key order; report the first place they differ."""
-    if type(a) is not type(b):
-        return PrefixChange(
-            "", path, f"type changed from {type(a).__name__} to {type(b).__name__}", _compact(a), _compact(b)
-        )
-    if isinstance(a, dict):
-        ka, kb = list(a), list(b)
-        for key in ka:
-            if key not in b:
-                return PrefixChange("", f"{path}.{key}", f"key {key!r} removed", _compact(a[key]), "(absent)")
-        for key in kb:
-            if key not in a:
-                return PrefixChange("", f"{path}.{key}", f"key {key!r} added", "(absent)", _compact(b[key]))
-        for key in ka:
-            found = _first_difference(a[key], b[key], f"{path}.{key}")
-            if found:
-                return found
-        if ka != kb:
-            return PrefixChange(
-                "", path, "same keys in a different order (serialize with a fixed key order)", str(ka), str(kb)
-            )
-        return None
-    if isinstance(a, list):
-        for i, (x, y) in enumerate(zip(a, b, strict=False)):
-            found = _first_difference(x, y, f"{path}[{i}]")
-            if found:
-                return found
-        if len(a) != len(b):
-            return PrefixChange("", path, f"list length changed from {len(a)} to {len(b)}", str(len(a)), str(len(b)))
-        return None
-    if isinstance(a, str):
-        if a == b:
-            return None
-        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-        return PrefixChange("", path, f"text differs from character {at}", _snippet(a, at), _snippet(b, at))
-    if a != b:
-        return PrefixChange("", path, "value changed", _compact(a), _compact(b))
-    return None
-
-
-def first_prefix_change(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> PrefixChange | None:
-    """The cache invalidator between two payloads of one conversation, or None.
-
-    The stable prefix is what the provider caches, in its order: the model, the
-    tool definitions, the system prompt, then every message of ``earlier``. The
-    messages ``later`` appends after those are expected to be new and are not
-    a finding. A history that got shorter (truncated or summarized) is one.
-    A request that neither grows the earlier one nor starts like it is an
-    independent call (a summarizer's next document): only model, tools and
-    system prompt are compared.
-    """
-    if earlier.get("model") != later.get("model"):
-        return PrefixChange(
-            "model",
-            "model",
-            "model switched (a cache belongs to one model)",
-            _compact(earlier.get("model")),
-            _compact(later.get("model")),
-        )
-    for part in ("tools", "system"):
-        a, b = earlier.get(part), later.get(part)
-        if _compact(a) == _compact(b):
-            continue
-        found = _first_difference(a, b, part) or PrefixChange(part, part, "changed", _compact(a), _compact(b))
-        return PrefixChange(part, found.path, found.what, found.before, found.after)
-    old = earlier.get("messages") or []
-    new = later.get("messages") or []
-    if len(new) <= len(old) and old and new and _compact(old[0]) != _compact(new[0]):
-        old = []  # not a continuation: an independent request (a summarizer's next document)
-    for i, message in enumerate(old):
-        if i >= len(new):
-            return PrefixChange(
-                f"messages[{i}]",
-                f"messages[{i}]",
-                f"history shrank from {len(old)} to {len(new)} messages (truncated or summarized)",
-                _compact(message),
-                "(absent)",
-            )
-        if _compact(message) != _compact(new[i]):
-            diff = _first_difference(message, new[i], f"messages[{i}]")
-            if diff is None:  # equal values, different serialization: cannot happen with json.dumps
-                diff = PrefixChange("", f"messages[{i}]", "changed", _compact(message), _compact(new[i]))
-            return PrefixChange(f"messages[{i}]", diff.path, diff.what, diff.before, diff.after)
-    order = [k for k in earlier if k in ("tools", "system", "messages")]
-    if order != [k for k in later if k in ("tools", "system", "messages")]:
-        return PrefixChange(
-            "field order", "", "request fields sent in a different order", str(list(earlier)), str(list(later))
-        )
-    return None
-
-
-def payload_diff(earlier: Any, later: Any, context: int = 2) -> str:
-    """A unified diff of the two payloads' indented JSON (key order as sent, never sorted)."""
-    a = payload_json(earlier).splitlines()
-    b = payload_json(later).splitlines()
-    return "\n".join(difflib.unified_diff(a, b, "earlier turn", "later turn", lineterm="", n=context))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import loaders, ui
-from dashboard.data import parse_app_args, source_spec
+from dashboard.data import parse_app_args
+from ledger.sources import source_spec
 
 HERE = Path(__file__).parent
 # Pages live in views/, not pages/: Streamlit auto-discovers a pages/ folder and serves

@@ -15,10 +15,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from collector.client import make_source
 from ledger import queries as q
 from ledger.errors import TurnledgerError
+from ledger.sources import SourceSpec
 
-from .data import CACHE_TTL_S, SourceSpec, make_source
+from .data import CACHE_TTL_S
 
 __all__ = ["SourceError", "budgets", "context", "generation", "load", "refresh", "refreshed_at", "set_spec", "spec"]
 
@@ -38,7 +40,7 @@ def set_spec(value: SourceSpec) -> None:
 def spec() -> SourceSpec:
     value = st.session_state.get(_SPEC_KEY)
     if value is None:
-        from .data import source_spec
+        from ledger.sources import source_spec
 
         value = source_spec()
         set_spec(value)

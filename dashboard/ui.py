@@ -221,9 +221,8 @@ def guarded(render: Any) -> None:
     try:
         with st.spinner("Reading the ledger…"):
             render()
-    except loaders.SourceError as exc:
+    except loaders.SourceError as exc:  # its message says what to do (a missing ledger: how to fill one)
         st.error(str(exc), icon=":material/error:")
-        st.info(OTLP_HINT)
 
 
 def has_runs(filters: q.Filters) -> bool:

@@ -19,6 +19,7 @@ __all__ = [
     "ContextNotCaptured",
     "InputError",
     "LLMError",
+    "LedgerBusy",
     "MalformedInput",
     "NotFound",
     "PriceFileError",
@@ -71,3 +72,7 @@ class UnknownRun(NotFound):
 
 class ContextNotCaptured(NotFound):
     """The run exists, but its request payloads were not captured."""
+
+
+class LedgerBusy(Unavailable):
+    """Another process (a running collector, an ingest) holds the ledger file."""

@@ -7,6 +7,7 @@ JSON numbers rounded to 10 decimal places from exact DECIMAL sums.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -14,6 +15,7 @@ import duckdb
 
 from . import queries as q
 from . import terms
+from .sources import ConnectionSource, Source
 
 __all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
 
@@ -28,19 +30,24 @@ def _num(value: Any) -> Any:
     return value
 
 
-def _rows(con: duckdb.DuckDBPyConnection, query: q.Query) -> list[dict[str, Any]]:
-    return [{k: _num(v) for k, v in row.items()} for row in q.records(con, query)]
+def build_report(
+    source: Source | duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS, *, top: int = 10
+) -> dict[str, Any]:
+    """The report of the runs ``f`` selects, read from a source (the file, a server) or an open connection."""
+    if isinstance(source, duckdb.DuckDBPyConnection):
+        source = ConnectionSource(source)
 
+    def rows(builder: Callable[..., q.Query], **kwargs: Any) -> list[dict[str, Any]]:
+        return [{k: _num(v) for k, v in row.items()} for row in source.records(builder, f, **kwargs)]
 
-def build_report(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS, *, top: int = 10) -> dict[str, Any]:
-    cost = _rows(con, q.cost_per_run(f))[0]
-    success = _rows(con, q.cost_per_successful_run(f))[0]
-    money = _rows(con, q.where_the_money_went(f))[0]
-    retries = _rows(con, q.retry_charges(f))
-    trips = _rows(con, q.loop_trips(f))
-    guards = _rows(con, q.guard_summary(f))[0]
+    cost = rows(q.cost_per_run)[0]
+    success = rows(q.cost_per_successful_run)[0]
+    money = rows(q.where_the_money_went)[0]
+    retries = rows(q.retry_charges)
+    trips = rows(q.loop_trips)
+    guards = rows(q.guard_summary)[0]
     hit = money["cache_hit_rate"]
-    long_tail = _rows(con, q.long_tail(f, top))
+    long_tail = rows(q.long_tail, limit=top)
     for row in long_tail:
         row["started_at"] = row["started_at"].isoformat() if row["started_at"] else None
     return {
@@ -68,11 +75,11 @@ def build_report(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS, *,
         "budget_stop_rate": guards["budget_stop_rate"],
         "unpriced_calls": guards["unpriced_calls"],
         "invalid_usage_calls": guards["invalid_usage_calls"],
-        "stop_causes": _rows(con, q.stop_causes(f)),
-        "models": _rows(con, q.model_attribution(f)),
-        "call_sites": _rows(con, q.call_site_attribution(f)),
-        "unpriced": _rows(con, q.unpriced_models(f)),
-        "invalid_usage": _rows(con, q.invalid_usage_charges(f)),
+        "stop_causes": rows(q.stop_causes),
+        "models": rows(q.model_attribution),
+        "call_sites": rows(q.call_site_attribution),
+        "unpriced": rows(q.unpriced_models),
+        "invalid_usage": rows(q.invalid_usage_charges),
         "long_tail": long_tail,
     }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import TurnledgerError
+from .errors import LedgerBusy, TurnledgerError
 from .schema import migrate
 from .settings import db_path
 
@@ -34,9 +34,12 @@ def open_ledger(path: str | Path | None = None, *, read_only: bool = False) -> d
     try:
         con = duckdb.connect(target, read_only=read_only, config={"checkpoint_threshold": CHECKPOINT_THRESHOLD})
     except duckdb.IOException as exc:
-        raise TurnledgerError(
-            f"cannot open ledger {target!r}: {exc}. If `turnledger serve` is running it owns the file; "
-            "stop it or query through it."
+        if "lock" not in str(exc).lower():
+            raise TurnledgerError(f"cannot open ledger {target!r}: {exc}") from None
+        raise LedgerBusy(
+            f"cannot open ledger {target!r}: another process holds it ({exc}). If that is `turnledger serve` "
+            "or `turnledger up`, it owns the file: read through it instead, with `--server http://127.0.0.1:4318` "
+            "(its address) or TURNLEDGER_SERVER=http://127.0.0.1:4318, plus TURNLEDGER_TOKEN if it needs a token."
         ) from None
     if not read_only:
         migrate(con)

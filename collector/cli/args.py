@@ -1,16 +1,20 @@
-"""Arguments several subcommands share: the ledger file and the run filters."""
+"""Arguments several subcommands share: where to read (the file or a server) and the run filters."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ledger.queries import Filters
+    from ledger.sources import Source
 
-__all__ = ["FILTER_OPTIONS", "add_db", "add_filters", "filters_of"]
+__all__ = ["FILTER_OPTIONS", "add_db", "add_filters", "add_source", "filters_of", "reading"]
 
 # Each filter option and the Filters field it sets.
 FILTER_OPTIONS = {
@@ -29,6 +33,42 @@ def add_db(p: argparse.ArgumentParser, help_extra: str = "") -> None:
         default=None,
         help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)" + help_extra,
     )
+
+
+def add_source(p: argparse.ArgumentParser) -> None:
+    """``--db`` and ``--server``: a read command works on the file or through a running collector."""
+    add_db(p, "; read-only")
+    p.add_argument(
+        "--server",
+        metavar="URL",
+        default=None,
+        help="read through a running `turnledger serve`/`up` at URL instead of the file (default: "
+        "$TURNLEDGER_SERVER; $TURNLEDGER_TOKEN is sent if set). Use it while a collector holds the file",
+    )
+
+
+@contextmanager
+def reading(a: argparse.Namespace) -> Iterator[Source]:
+    """The source ``--db``/``--server`` name, for one command: a file is opened read-only and closed after.
+
+    Which one is announced on stderr, so stdout stays the command's output (the same either way).
+    """
+    from ledger.sources import ConnectionSource, source_spec
+
+    spec = source_spec(a.db, a.server)
+    print(f"turnledger: reading {spec.describe()}", file=sys.stderr)
+    if spec.kind == "server":
+        from collector.client import ServerSource
+
+        yield ServerSource(spec.location, spec.token)
+        return
+    from ledger.store import open_ledger
+
+    con = open_ledger(spec.location, read_only=True)
+    try:
+        yield ConnectionSource(con, spec.describe())
+    finally:
+        con.close()
 
 
 def add_filters(p: argparse.ArgumentParser) -> None:

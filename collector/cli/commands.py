@@ -25,6 +25,7 @@ COMMANDS: dict[str, Command] = {
     "ingest": (ingest.add_ingest, ingest.cmd_ingest),
     "report": (report.add_report, report.cmd_report),
     "context": (report.add_context, report.cmd_context),
+    "diff": (report.add_diff, report.cmd_diff),
     "simulate": (simulate.add_simulate, simulate.cmd_simulate),
     "samples": (simulate.add_samples, simulate.cmd_samples),
     "budget": (budget.add_budget, budget.cmd_budget),

@@ -1,16 +1,25 @@
-"""``turnledger report`` and ``turnledger context``: read the ledger from the command line."""
+"""``turnledger report``, ``context`` and ``diff``: read the ledger from the command line.
+
+Each reads a ``ledger.sources.Source``: the file (read-only), or a running
+collector's API with ``--server``/TURNLEDGER_SERVER; the output is the same.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.errors import ContextNotCaptured, UnknownRun
 
-from .args import add_db, add_filters, filters_of
+from .args import add_filters, add_source, filters_of, reading
 
-__all__ = ["add_context", "add_report", "cmd_context", "cmd_report", "resolve_trace"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ledger.sources import Source
+
+__all__ = ["add_context", "add_diff", "add_report", "cmd_context", "cmd_diff", "cmd_report", "resolve_trace"]
 
 
 def add_report(p: argparse.ArgumentParser) -> None:
@@ -20,15 +29,14 @@ def add_report(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--top", type=int, default=10, help="rows in the most-expensive-runs table (default 10)")
     add_filters(p)
-    add_db(p)
+    add_source(p)
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     from ledger.report import build_report, format_report
-    from ledger.store import open_ledger
 
-    con = open_ledger(a.db, read_only=True)
-    report = build_report(con, filters_of(a), top=a.top)
+    with reading(a) as source:
+        report = build_report(source, filters_of(a), top=a.top)
     print(json.dumps(report, indent=2) if a.json else format_report(report))
     return 0
 
@@ -38,43 +46,83 @@ def add_context(p: argparse.ArgumentParser) -> None:
     """Print the exact request payload of a run's turn."""
     p.add_argument("trace_id", metavar="TRACE_ID", help="the run's trace id (a unique prefix of 8+ characters works)")
     p.add_argument("--turn", type=int, default=None, help="model call number, 1-based (default: list the turns)")
-    add_db(p)
+    add_source(p)
 
 
-def resolve_trace(con: Any, prefix: str) -> str:
+def resolve_trace(source: Source, prefix: str) -> str:
+    """The one run whose trace id starts with ``prefix`` (8+ characters, or the whole id)."""
+    from ledger import queries as q
+
     prefix = prefix.strip().lower()
-    rows = con.execute("SELECT trace_id FROM runs WHERE starts_with(trace_id, ?) LIMIT 2", [prefix]).fetchall()
-    if len(prefix) < 8 and not (rows and rows[0][0] == prefix):
+    rows = source.records(q.find_runs, q.NO_FILTERS, trace_id=prefix, limit=2)
+    if len(prefix) < 8 and not (rows and rows[0]["trace_id"] == prefix):
         raise UnknownRun(f"trace id {prefix!r} is too short: give at least 8 characters")
     if not rows:
         raise UnknownRun(f"no run with trace id {prefix!r} in the ledger (see `turnledger report` for ids)")
     if len(rows) > 1:
         raise UnknownRun(f"trace id prefix {prefix!r} matches several runs: give more characters")
-    return str(rows[0][0])
+    return str(rows[0]["trace_id"])
 
 
 def cmd_context(a: argparse.Namespace) -> int:
-    from ledger import queries as q
-    from ledger.content import load_context
-    from ledger.store import open_ledger
-
-    con = open_ledger(a.db, read_only=True)
-    trace_id = resolve_trace(con, a.trace_id)
-    turns = q.run(con, q.run_turns(trace_id))
-    if turns.empty:
-        raise UnknownRun(f"run {trace_id} has no model calls")
-    if a.turn is None:
-        for row in turns.itertuples():
-            print(f"turn {row.turn}: {row.model} ({row.call_site}), {row.attempts} attempt(s), ${row.usd:.4f}")
-        return 0
-    if not 1 <= a.turn <= len(turns):
-        raise UnknownRun(f"run {trace_id} has turns 1..{len(turns)}; --turn {a.turn} is out of range")
-    span_id = str(turns.iloc[a.turn - 1]["span_id"])
-    payload = load_context(con, trace_id, span_id)
-    if payload is None:
-        raise ContextNotCaptured(
-            f"turn {a.turn} of run {trace_id} was recorded without its request payload: content capture was off. "
-            "Turn it on in the producer (TURNLEDGER_CAPTURE=redacted, the default) and run again."
-        )
+    with reading(a) as source:
+        trace_id, turns = _run_turns(source, a.trace_id)
+        if a.turn is None:
+            for row in turns.itertuples():
+                print(f"turn {row.turn}: {row.model} ({row.call_site}), {row.attempts} attempt(s), ${row.usd:.4f}")
+            return 0
+        payload = _turn_payload(source, trace_id, turns, a.turn)
     print(json.dumps(payload, indent=2, ensure_ascii=False))
     return 0
+
+
+# --- diff --------------------------------------------------------------------------------------
+def add_diff(p: argparse.ArgumentParser) -> None:
+    """Compare two turns' request payloads: the first change inside the cached prefix, then the full diff."""
+    p.add_argument("trace_id", metavar="TRACE_ID", help="the run's trace id (a unique prefix of 8+ characters works)")
+    p.add_argument("--turns", type=int, nargs=2, metavar=("A", "B"), required=True, help="the two model calls, 1-based")
+    p.add_argument("--summary", action="store_true", help="only the finding, without the full diff")
+    add_source(p)
+
+
+def cmd_diff(a: argparse.Namespace) -> int:
+    from ledger.turn_diff import change_summary, payload_diff
+
+    earlier, later = sorted(a.turns)
+    if earlier == later:
+        raise UnknownRun("--turns needs two different turns")
+    with reading(a) as source:
+        trace_id, turns = _run_turns(source, a.trace_id)
+        before, after = (_turn_payload(source, trace_id, turns, n) for n in (earlier, later))
+    change, sentence = change_summary(earlier, later, before, after)
+    print(sentence)
+    if change is not None:
+        print(change.details())
+    if not a.summary:
+        print()
+        print(payload_diff(before, after) or "(identical payloads)")
+    return 0
+
+
+def _run_turns(source: Source, trace_prefix: str) -> tuple[str, pd.DataFrame]:
+    """The run's trace id and its model calls, one row per turn."""
+    from ledger import queries as q
+
+    trace_id = resolve_trace(source, trace_prefix)
+    turns = source.query(q.run_turns, trace_id=trace_id)
+    if turns.empty:
+        raise UnknownRun(f"run {trace_id} has no model calls")
+    return trace_id, turns
+
+
+def _turn_payload(source: Source, trace_id: str, turns: pd.DataFrame, turn: int) -> dict[str, Any]:
+    """The captured request payload of a turn; an actionable error when out of range or not captured."""
+    if not 1 <= turn <= len(turns):
+        raise UnknownRun(f"run {trace_id} has turns 1..{len(turns)}; turn {turn} is out of range")
+    payload = source.context(trace_id, str(turns.iloc[turn - 1]["span_id"]))
+    if payload is None:
+        raise ContextNotCaptured(
+            f"turn {turn} of run {trace_id} was recorded without its request payload: content capture was off. "
+            "Turn it on in the producer (TURNLEDGER_CAPTURE=redacted, the default) and run again."
+        )
+    return payload

@@ -12,21 +12,13 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, ui
-from dashboard.analysis import (
-    check_cache,
-    first_prefix_change,
-    merge_prefix_findings,
-    payload_components,
-    payload_diff,
-    payload_json,
-    previous_same_call,
-    tree_rows,
-)
+from dashboard.analysis import check_cache, merge_prefix_findings, payload_components, previous_same_call, tree_rows
 from dashboard.loaders import context, load
 from dashboard.ui import ALL, count, first_row, metric, pct, usd
 from ledger import conventions as conv
 from ledger import queries as q
 from ledger.terms import TERMS, input_token_columns, token_columns
+from ledger.turn_diff import change_summary, first_prefix_change, payload_diff, payload_json
 
 TURN_COLUMNS = ["turn", "model", "call_site", "attempts", *token_columns(), "hit_rate", "usd", "cumulative_usd",
                 "cache", "cache note"]  # fmt: skip
@@ -277,33 +269,13 @@ def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
 
 
 def _show_change(before_turn: int, after_turn: int, a: dict[str, Any], b: dict[str, Any]) -> None:
-    change = first_prefix_change(a, b)
+    change, sentence = change_summary(before_turn, after_turn, a, b)
     if change is None:
-        new = len(b.get("messages") or []) - len(a.get("messages") or [])
-        if new > 0:
-            text = (
-                f"Turn {after_turn} kept turn {before_turn}'s prefix byte-for-byte (model, tools, system, "
-                f"earlier messages) and appended {new} message(s): cacheable."
-            )
-        else:
-            text = (
-                f"Turn {after_turn} is a separate request, not a continuation of turn {before_turn}; it kept the "
-                "same model, tools and system prompt: cacheable up to the end of the system prompt."
-            )
-        st.success(text, icon=":material/check_circle:")
+        st.success(sentence, icon=":material/check_circle:")
         return
-    st.error(
-        f"First change inside the stable prefix between turn {before_turn} and turn {after_turn}: "
-        "everything after it was recomputed and billed at the full input price (the cache invalidator).",
-        icon=":material/error:",
-    )
+    st.error(sentence, icon=":material/error:")
     # Paths and snippets come from the payload: code blocks, never markdown.
-    st.code(
-        f"where:   {change.path or change.part}\nwhat:    {change.what}\n"
-        f"before:  {change.before}\nafter:   {change.after}",
-        language=None,
-        wrap_lines=True,
-    )
+    st.code(change.details(), language=None, wrap_lines=True)
 
 
 def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:

@@ -10,16 +10,15 @@ from dashboard.analysis import (
     check_cache,
     estimate_tokens,
     expense_reasons,
-    first_prefix_change,
     merge_prefix_findings,
     payload_components,
-    payload_diff,
     previous_same_call,
     quadratic_fit,
     tree_rows,
 )
 from dashboard.charts import cost_distribution
 from dashboard.ui import plain, usd
+from ledger.turn_diff import first_prefix_change, payload_diff
 
 TOOLS = [{"name": "search", "description": "search the docs"}]
 

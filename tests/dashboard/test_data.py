@@ -10,10 +10,12 @@ import pandas as pd
 import pytest
 
 from collector.cli import dashboard as dashboard_command
+from collector.client import ServerSource
 from dashboard import launch as cli
-from dashboard.data import FileSource, ServerSource, parse_app_args, source_spec
+from dashboard.data import parse_app_args
 from ledger import queries as q
 from ledger.errors import TurnledgerError
+from ledger.sources import FileSource, source_spec
 
 from .conftest import FIVE_TURN
 

@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard.analysis import payload_json
 from dashboard.ui import pct, usd
 from ledger import queries as q
 from ledger.content import load_context
 from ledger.pricing import GENAI_PRICES_VERSION
 from ledger.store import open_ledger
+from ledger.turn_diff import payload_json
 
 from .conftest import CACHE_BREAK, FIVE_TURN
 from .scenarios import CLOCK_AFTER, CLOCK_BEFORE
@@ -171,6 +171,27 @@ def test_empty_and_missing_ledgers_say_what_to_do(app, tmp_path):
     assert "turnledger ingest sample_traces/" in at.info[0].value
     at = app(tmp_path / "missing.duckdb")
     assert "no ledger at" in at.error[0].value and "turnledger ingest sample_traces/" in at.error[0].value
+
+
+def test_a_ledger_held_by_a_collector_says_to_read_through_it(app, tmp_path):
+    """A held file is not an empty one: the page says how to read through the server, not how to load samples."""
+    import subprocess
+    import sys
+
+    held = tmp_path / "held.duckdb"
+    open_ledger(held).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(held)!r}); print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        at = app(held)
+        (error,) = at.error
+        assert "another process holds it" in error.value and "--server http://127.0.0.1:4318" in error.value
+        assert not [i for i in at.info if "ingest sample_traces" in i.value]
+    finally:
+        holder.communicate("")
 
 
 # --- 2. Long tail ---------------------------------------------------------------------------------
@@ -341,8 +362,8 @@ def test_models_page_shows_the_price_book_and_unpriced_models(app, sample_db, ro
 def test_refresh_reads_spans_that_arrived_since(app, sample_db, tmp_path):
     """Results are cached per refresh generation; Refresh (browser test) bumps it."""
     from collector.demo.samples import Trace
-    from dashboard.data import FileSource
     from ledger.ingest import ingest
+    from ledger.sources import FileSource
 
     db = tmp_path / "live.duckdb"
     shutil.copy(sample_db, db)
