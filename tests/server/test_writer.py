@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 from collector.receiver import LedgerWriter
 from ledger.store import open_ledger
@@ -29,10 +28,9 @@ def test_on_ingested_sees_each_committed_batch_and_a_slow_hook_never_blocks_inge
     writer = LedgerWriter(con, on_ingested=[broken, slow_budget_check])
     try:
         batches = [run_spans(f"hook-{i}") for i in range(5)]
-        started = time.monotonic()
         for spans in batches:  # one at a time: five commits while the hook is stuck on the first
             writer.submit(spans).wait(10)
-        assert time.monotonic() - started < 5  # ingest did not wait for the hook
+        assert not seen  # all five acknowledged while the hook had not finished once: ingest did not wait
         release.set()
         assert writer.drained(10)
         # every batch is covered (the ones that piled up arrive merged), each charge already visible
