@@ -5,10 +5,8 @@
 * the comparison of two turns' payloads (the first change inside the stable
   prefix: the cache invalidator) is ``ledger.turn_diff``, shared with
   ``turnledger diff``.
-* ``check_cache``: flags turns whose cache reads fell short of what the
-  previous call of the same call site and model had cached;
-  ``merge_prefix_findings`` adds the turns whose payload changed inside the
-  prefix (which usage alone cannot show when no cache is in use).
+* each call's cache verdict (cached, written, broken by …, below the model's
+  minimum, no breakpoint) is ``ledger.cache_diagnosis``, shared with the CLI.
 * ``tree_rows``: a trace's spans in depth-first order with their depth.
 * ``expense_reasons`` / ``quadratic_fit``: why a run was expensive, and the
   a·n + b·n² curve that turn count vs cost follows when history is re-sent.
@@ -17,35 +15,20 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.turn_diff import PrefixChange, compact_json
+from ledger.turn_diff import compact_json, estimate_tokens
 
 __all__ = [
-    "CacheCheck",
     "Component",
-    "check_cache",
     "estimate_tokens",
     "expense_reasons",
-    "merge_prefix_findings",
     "payload_components",
-    "previous_same_call",
     "quadratic_fit",
     "tree_rows",
 ]
-
-CHARS_PER_TOKEN = 4
-# A cache read this far below what the previous call cached counts as a break
-# (a few tokens of slack: providers round cache blocks).
-CACHE_BREAK_TOLERANCE = 0.02
-
-
-def estimate_tokens(value: Any) -> int:
-    """~characters / 4 of the compact JSON (a string counts by its own characters)."""
-    text = value if isinstance(value, str) else compact_json(value)
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -90,107 +73,6 @@ def payload_components(payload: Mapping[str, Any]) -> list[Component]:
             text = compact_json(value)
             label = "system prompt" if key == "system" else "request field"
             out.append(Component(key, label, len(text), estimate_tokens(text)))
-    return out
-
-
-@dataclass(frozen=True)
-class CacheCheck:
-    turn: int
-    status: str  # "first call" | "ok" | "broke" | "not cached"
-    expected_read: int  # tokens the previous call of this call site and model had cached
-    cache_read: int
-    note: str
-
-
-def _written(row: Mapping[str, Any]) -> int:
-    """Tokens a call wrote to the cache, whatever their TTL (5-minute and 1-hour writes)."""
-    return int(row.get("cache_write_tokens") or 0) + int(row.get("cache_write_1h_tokens") or 0)
-
-
-def check_cache(turns: Iterable[Mapping[str, Any]]) -> list[CacheCheck]:
-    """Flag turns where the prompt cache broke, from usage alone.
-
-    A call can read back what the previous call (same call site and model)
-    wrote or read. Reading less than that means the prefix changed in between
-    (or the cache expired): the difference was billed again at full price.
-    Rows need ``turn``, ``call_site``, ``model``, ``cache_read_tokens``,
-    ``cache_write_tokens`` (``cache_write_1h_tokens`` too, when there are 1-hour
-    writes) and ``uncached_input_tokens``.
-    """
-    out: list[CacheCheck] = []
-    previous: dict[tuple[Any, Any], Mapping[str, Any]] = {}
-    for row in turns:
-        key = (row.get("call_site"), row.get("model"))
-        read = int(row.get("cache_read_tokens") or 0)
-        write = _written(row)
-        turn = int(row["turn"])
-        prev = previous.get(key)
-        previous[key] = row
-        if prev is None:
-            note = f"wrote {write:,} tokens to the cache" if write else "nothing cached yet"
-            out.append(CacheCheck(turn, "first call", 0, read, note))
-            continue
-        expected = int(prev.get("cache_read_tokens") or 0) + _written(prev)
-        if expected == 0:
-            status = "not cached" if read == 0 and write == 0 else "first call"
-            note = "no cache breakpoint in use" if status == "not cached" else f"wrote {write:,} tokens to the cache"
-            out.append(CacheCheck(turn, status, 0, read, note))
-        elif read >= expected * (1 - CACHE_BREAK_TOLERANCE):
-            out.append(CacheCheck(turn, "ok", expected, read, f"read back {read:,} of {expected:,} cached tokens"))
-        else:
-            lost = expected - read
-            out.append(
-                CacheCheck(
-                    turn,
-                    "broke",
-                    expected,
-                    read,
-                    f"turn {int(prev['turn'])} cached {expected:,} tokens but only {read:,} were read back: "
-                    f"{lost:,} re-billed (prefix changed or cache expired)",
-                )
-            )
-    return out
-
-
-def previous_same_call(turns: Iterable[Mapping[str, Any]]) -> dict[int, int]:
-    """For each turn, the earlier turn of the same call site and model (what it should share a prefix with)."""
-    last: dict[tuple[Any, Any], int] = {}
-    out: dict[int, int] = {}
-    for row in turns:
-        key = (row.get("call_site"), row.get("model"))
-        turn = int(row["turn"])
-        if key in last:
-            out[turn] = last[key]
-        last[key] = turn
-    return out
-
-
-def merge_prefix_findings(checks: list[CacheCheck], changes: Mapping[int, PrefixChange | None]) -> list[CacheCheck]:
-    """Add what the payloads say to the usage verdicts.
-
-    A turn whose payload changed inside the stable prefix is flagged even when
-    usage cannot show it (no cache in use, or a provider that reports none);
-    a break seen in usage gets its invalidator named.
-    """
-    out = []
-    for check in checks:
-        change = changes.get(check.turn)
-        if change is None:
-            out.append(check)
-            continue
-        where = f"{change.path or change.part}: {change.what}"
-        if check.status == "broke":
-            out.append(
-                CacheCheck(
-                    check.turn, "broke", check.expected_read, check.cache_read, f"{check.note}; invalidator {where}"
-                )
-            )
-        else:
-            out.append(
-                CacheCheck(
-                    check.turn, "prefix changed", check.expected_read, check.cache_read, f"cache invalidated at {where}"
-                )
-            )
     return out
 
 

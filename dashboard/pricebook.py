@@ -15,7 +15,7 @@ from ledger.pricing import GENAI_PRICES_VERSION, PriceBook, TokenCounts
 from ledger.settings import prices_file
 from ledger.terms import TERMS
 
-__all__ = ["price_book_summary", "unit_prices"]
+__all__ = ["cache_minimum", "price_book_summary", "unit_prices"]
 
 _PROBE = 1_000  # tokens per term; small enough to stay in every model's base tier
 
@@ -23,6 +23,12 @@ _PROBE = 1_000  # tokens per term; small enough to stay in every model's base ti
 @lru_cache(maxsize=4)
 def _book(user_file: str | None) -> PriceBook:
     return PriceBook.default(user_file)
+
+
+def cache_minimum(model: str | None) -> int | None:
+    """The shortest prefix ``model`` caches, from the price book in force (``[cache_minimum]``)."""
+    user = prices_file()
+    return _book(str(user) if user else None).cache_minimum(model)
 
 
 def price_book_summary() -> dict[str, Any]:

@@ -31,6 +31,7 @@ __all__ = [
     "PriceBook",
     "PricedCall",
     "TokenCounts",
+    "load_cache_minimums",
     "load_price_file",
 ]
 
@@ -222,13 +223,31 @@ def _term(entry: dict[str, Any], key: str, base: Decimal | None, where: str) -> 
     return TieredPrices(base=base, tiers=tiers) if tiers else base
 
 
+def _read_price_file(path: Path, text: str | None) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text if text is not None else path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise PriceFileError(f"cannot read price file {str(path)!r}: {exc}") from None
+
+
+def load_cache_minimums(path: Path | str, text: str | None = None) -> dict[str, int]:
+    """A price file's ``[cache_minimum]`` table: model name -> the shortest prefix it caches (tokens)."""
+    path = Path(path)
+    table = _read_price_file(path, text).get("cache_minimum", {})
+    if not isinstance(table, dict):
+        raise PriceFileError(f"{path.name}: [cache_minimum] must be a table of model = tokens")
+    out = {}
+    for model, tokens in table.items():
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise PriceFileError(f"{path.name} [cache_minimum] {model!r}: a whole number of tokens, got {tokens!r}")
+        out[str(model).lower()] = tokens
+    return out
+
+
 def load_price_file(path: Path | str, text: str | None = None) -> list[ModelPricing]:
     """Parse an override TOML file. Raises PriceFileError naming the file and entry."""
     path = Path(path)
-    try:
-        data = tomllib.loads(text if text is not None else path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise PriceFileError(f"cannot read price file {str(path)!r}: {exc}") from None
+    data = _read_price_file(path, text)
     out = []
     for i, entry in enumerate(data.get("model", [])):
         where = f"{path.name} model #{i + 1}"
@@ -263,9 +282,8 @@ def _file_prices(entry: dict[str, Any], where: str) -> dict[str, Decimal | Tiere
     return out
 
 
-def _default_overrides() -> list[ModelPricing]:
-    ref = resources.files("ledger") / "data" / "prices.toml"
-    return load_price_file(Path("prices.toml"), ref.read_text())
+def _default_file() -> str:
+    return (resources.files("ledger") / "data" / "prices.toml").read_text()
 
 
 def _usd(value: Decimal) -> Decimal:
@@ -305,21 +323,43 @@ class PriceBook:
     same model, the latest ``effective_from`` not after the call wins.
     """
 
-    def __init__(self, overrides: list[ModelPricing] | None = None, *, use_database: bool = True) -> None:
+    def __init__(
+        self,
+        overrides: list[ModelPricing] | None = None,
+        *,
+        use_database: bool = True,
+        cache_minimums: dict[str, int] | None = None,
+    ) -> None:
         self.overrides = sorted(overrides or [], key=lambda o: o.effective_from)
         self.use_database = use_database
+        self.cache_minimums = dict(cache_minimums or {})
         self._lookup = lru_cache(maxsize=4096)(self._resolve)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Picklable (the collector's decoder processes get one) without its cache.
-        return (partial(PriceBook, use_database=self.use_database), (self.overrides,))
+        book = partial(PriceBook, use_database=self.use_database, cache_minimums=self.cache_minimums)
+        return (book, (self.overrides,))
 
     @classmethod
     def default(cls, user_file: Path | str | None = None) -> PriceBook:
-        overrides = _default_overrides()
+        shipped = Path("prices.toml"), _default_file()
+        overrides, minimums = load_price_file(*shipped), load_cache_minimums(*shipped)
         if user_file:
             overrides += load_price_file(user_file)
-        return cls(overrides)
+            minimums |= load_cache_minimums(user_file)
+        return cls(overrides, cache_minimums=minimums)
+
+    def cache_minimum(self, model: str | None) -> int | None:
+        """The shortest prefix ``model`` caches (tokens), when the price book knows it.
+
+        A dated or suffixed name uses the longest listed name it extends
+        (``claude-sonnet-4-5-20250929`` → ``claude-sonnet-4-5``).
+        """
+        name = _DATE_SUFFIX.sub("", (model or "").lower())
+        if name in self.cache_minimums:
+            return self.cache_minimums[name]
+        extended = [key for key in self.cache_minimums if name.startswith(key + "-")]
+        return self.cache_minimums[max(extended, key=len)] if extended else None
 
     def price(self, provider: str | None, model: str, tokens: TokenCounts, when: datetime | None = None) -> PricedCall:
         terms_now = terms.TERMS

@@ -14,11 +14,20 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PrefixChange", "change_summary", "compact_json", "first_prefix_change", "payload_diff", "payload_json"]
+__all__ = [
+    "PrefixChange",
+    "change_summary",
+    "compact_json",
+    "estimate_tokens",
+    "first_prefix_change",
+    "payload_diff",
+    "payload_json",
+]
 
 _SNIPPET = 40
 
@@ -26,6 +35,15 @@ _SNIPPET = 40
 def compact_json(value: Any) -> str:
     # Key order kept: an ordering change is itself an invalidator worth seeing.
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+CHARS_PER_TOKEN = 4  # a rough rule for English text and JSON; real counts come from usage
+
+
+def estimate_tokens(value: Any) -> int:
+    """~characters / 4 of the compact JSON (a string counts by its own characters)."""
+    text = value if isinstance(value, str) else compact_json(value)
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def payload_json(payload: Any) -> str:
@@ -154,21 +172,31 @@ def payload_diff(earlier: Any, later: Any, context: int = 2) -> str:
 
 
 def change_summary(
-    before_turn: int, after_turn: int, a: Mapping[str, Any], b: Mapping[str, Any]
+    before_turn: int,
+    after_turn: int,
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    uncached: str | None = None,
 ) -> tuple[PrefixChange | None, str]:
     """The first prefix change of turn ``after_turn``'s payload ``b`` against turn ``before_turn``'s ``a``
-    (None: the prefix was kept), and one sentence saying what that means for the cache."""
+    (None: the prefix was kept), and one sentence saying what that means for the cache.
+
+    ``uncached`` is why the later turn used no cache at all, when it did not (its verdict's note,
+    ``ledger.cache_diagnosis``): a kept prefix is then not called cacheable.
+    """
     change = first_prefix_change(a, b)
     if change is None:
+        outcome = f"yet nothing was cached: {uncached}" if uncached else "cacheable"
         new = len(b.get("messages") or []) - len(a.get("messages") or [])
         if new > 0:
             return None, (
                 f"Turn {after_turn} kept turn {before_turn}'s prefix byte-for-byte (model, tools, system, "
-                f"earlier messages) and appended {new} message(s): cacheable."
+                f"earlier messages) and appended {new} message(s); {outcome}."
             )
+        scope = "" if uncached else " up to the end of the system prompt"
         return None, (
             f"Turn {after_turn} is a separate request, not a continuation of turn {before_turn}; it kept the "
-            "same model, tools and system prompt: cacheable up to the end of the system prompt."
+            f"same model, tools and system prompt; {outcome}{scope}."
         )
     return change, (
         f"First change inside the stable prefix between turn {before_turn} and turn {after_turn}: "

@@ -17,6 +17,7 @@ from .args import add_filters, add_source, filters_of, reading
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ledger.cache_diagnosis import CacheCheck
     from ledger.sources import Source
 
 __all__ = ["add_context", "add_diff", "add_report", "cmd_context", "cmd_diff", "cmd_report", "resolve_trace"]
@@ -68,8 +69,11 @@ def cmd_context(a: argparse.Namespace) -> int:
     with reading(a) as source:
         trace_id, turns = _run_turns(source, a.trace_id)
         if a.turn is None:
-            for row in turns.itertuples():
-                print(f"turn {row.turn}: {row.model} ({row.call_site}), {row.attempts} attempt(s), ${row.usd:.4f}")
+            for row, check in zip(turns.itertuples(), _cache_checks(source, trace_id, turns), strict=True):
+                print(
+                    f"turn {row.turn}: {row.model} ({row.call_site}), {row.attempts} attempt(s), ${row.usd:.4f}"
+                    f"   cache: {check.status} ({check.note})"
+                )
             return 0
         payload = _turn_payload(source, trace_id, turns, a.turn)
     print(json.dumps(payload, indent=2, ensure_ascii=False))
@@ -86,6 +90,7 @@ def add_diff(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_diff(a: argparse.Namespace) -> int:
+    from ledger.cache_diagnosis import UNUSED
     from ledger.turn_diff import change_summary, payload_diff
 
     earlier, later = sorted(a.turns)
@@ -94,14 +99,34 @@ def cmd_diff(a: argparse.Namespace) -> int:
     with reading(a) as source:
         trace_id, turns = _run_turns(source, a.trace_id)
         before, after = (_turn_payload(source, trace_id, turns, n) for n in (earlier, later))
-    change, sentence = change_summary(earlier, later, before, after)
+        verdict = _cache_checks(source, trace_id, turns)[later - 1]
+    uncached = verdict.note if verdict.status in UNUSED else None
+    change, sentence = change_summary(earlier, later, before, after, uncached)
     print(sentence)
+    print(f"turn {later} cache: {verdict.status} ({verdict.note})")
     if change is not None:
         print(change.details())
     if not a.summary:
         print()
         print(payload_diff(before, after) or "(identical payloads)")
     return 0
+
+
+def _cache_checks(source: Source, trace_id: str, turns: pd.DataFrame) -> list[CacheCheck]:
+    """Each turn's cache verdict, in the words of the run explorer (``ledger.cache_diagnosis``)."""
+    from ledger.cache_diagnosis import diagnose
+    from ledger.pricing import PriceBook
+    from ledger.settings import prices_file
+
+    span = dict(zip(turns["turn"].astype(int), turns["span_id"].astype(str), strict=True))
+    payloads: dict[int, dict[str, Any] | None] = {}
+
+    def payload(turn: int) -> dict[str, Any] | None:
+        if turn not in payloads:
+            payloads[turn] = source.context(trace_id, span[turn])
+        return payloads[turn]
+
+    return diagnose(turns.to_dict("records"), payload, PriceBook.default(prices_file()).cache_minimum)
 
 
 def _run_turns(source: Source, trace_prefix: str) -> tuple[str, pd.DataFrame]:

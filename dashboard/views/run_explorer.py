@@ -12,13 +12,15 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, ui
-from dashboard.analysis import check_cache, merge_prefix_findings, payload_components, previous_same_call, tree_rows
+from dashboard.analysis import payload_components, tree_rows
 from dashboard.loaders import context, load
+from dashboard.pricebook import cache_minimum
 from dashboard.ui import ALL, count, first_row, metric, pct, usd
 from ledger import conventions as conv
 from ledger import queries as q
+from ledger.cache_diagnosis import BROKEN, PREFIX_CHANGED, UNUSED, diagnose, previous_same_call
 from ledger.terms import TERMS, input_token_columns, token_columns
-from ledger.turn_diff import change_summary, first_prefix_change, payload_diff, payload_json
+from ledger.turn_diff import change_summary, payload_diff, payload_json
 
 TURN_COLUMNS = ["turn", "model", "call_site", "attempts", *token_columns(), "hit_rate", "usd", "cumulative_usd",
                 "cache", "cache note"]  # fmt: skip
@@ -207,34 +209,24 @@ def _trace_tree(tree: pd.DataFrame) -> None:
 PREFIX_SCAN_MAX_TURNS = 60  # beyond this, only the turn picked below is compared
 
 
-def _prefix_changes(trace_id: str, turns: pd.DataFrame, usage: list[Any]) -> dict[int, Any]:
-    """First change inside the stable prefix vs the previous call of the same call site and model.
-
-    Only where usage cannot vouch for the prefix: a turn that read back everything
-    the previous call cached kept its prefix, so its payloads are not loaded.
-    """
-    if len(turns) > PREFIX_SCAN_MAX_TURNS:
-        return {}
+def _cache_checks(trace_id: str, turns: pd.DataFrame) -> list[Any]:
+    """Each call's cache verdict; payloads are read only for runs short enough to scan."""
+    rows = turns.to_dict("records")
     span = dict(zip(turns["turn"].astype(int), turns["span_id"].astype(str), strict=True))
-    vouched = {c.turn for c in usage if c.status == "ok"}
-    out = {}
-    for turn, before in previous_same_call(turns.to_dict("records")).items():
-        if turn in vouched:
-            continue
-        a, b = context(trace_id, span[before]), context(trace_id, span[turn])
-        if a is not None and b is not None:
-            out[turn] = first_prefix_change(a, b)
-    return out
+
+    def payload(turn: int) -> dict[str, Any] | None:
+        return context(trace_id, span[turn]) if len(turns) <= PREFIX_SCAN_MAX_TURNS else None
+
+    return diagnose(rows, payload, cache_minimum)
 
 
 def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
     st.subheader("Turns", anchor=False)
-    usage = check_cache(turns.to_dict("records"))
-    checks = merge_prefix_findings(usage, _prefix_changes(trace_id, turns, usage))
+    checks = _cache_checks(trace_id, turns)
     turns["cache"] = [c.status for c in checks]
     turns["cache note"] = [c.note for c in checks]
-    broke = [c for c in checks if c.status == "broke"]
-    changed = [c for c in checks if c.status == "prefix changed"]
+    broke = [c for c in checks if c.status == BROKEN]
+    changed = [c for c in checks if c.status == PREFIX_CHANGED]
     if broke:
         st.warning(
             f"The prompt cache broke on turn {', '.join(str(c.turn) for c in broke)}: tokens cached by the previous "
@@ -247,11 +239,13 @@ def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
             "a prompt cache could not be reused there. See 'What changed' below.",
             icon=":material/warning:",
         )
-    if not broke and all(c.status in ("not cached", "first call") for c in checks) and len(checks) > 1:
+    if all(c.status in UNUSED for c in checks) and len(checks) > 1:
         st.info("This run never used the prompt cache: every input token was billed at the full price.")
     st.caption(
-        "One row per model call in time order (retries folded in). 'cache' compares what each call read from the "
-        "prompt cache with what the previous call had cached."
+        "One row per model call in time order (retries folded in). 'cache' says whether each call read back what "
+        "the previous call of the same call site and model cached (cached), wrote a prefix (written), lost part "
+        "of it (broken, with the first changed block), or why it used no cache: no breakpoint, or a prefix below "
+        "the model's minimum cacheable length."
     )
     st.dataframe(
         turns[TURN_COLUMNS],
@@ -268,8 +262,12 @@ def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
     return checks
 
 
-def _show_change(before_turn: int, after_turn: int, a: dict[str, Any], b: dict[str, Any]) -> None:
-    change, sentence = change_summary(before_turn, after_turn, a, b)
+def _show_change(before_turn: int, after_turn: int, a: dict[str, Any], b: dict[str, Any], later: Any) -> None:
+    uncached = later.note if later is not None and later.status in UNUSED else None
+    change, sentence = change_summary(before_turn, after_turn, a, b, uncached)
+    if change is None and uncached:
+        st.warning(sentence, icon=":material/warning:")
+        return
     if change is None:
         st.success(sentence, icon=":material/check_circle:")
         return
@@ -281,7 +279,7 @@ def _show_change(before_turn: int, after_turn: int, a: dict[str, Any], b: dict[s
 def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:
     st.subheader("Exact context of a turn", anchor=False)
     numbers = turns["turn"].astype(int).tolist()
-    flagged = [c.turn for c in checks if c.status in ("broke", "prefix changed")]
+    flagged = [c.turn for c in checks if c.status in (BROKEN, PREFIX_CHANGED)]
     default = flagged[0] if flagged else numbers[-1]
     turn = st.selectbox("Turn", numbers, index=numbers.index(default), key=f"ctx_turn_{trace_id}")
     row = turns[turns["turn"] == turn].iloc[0]
@@ -348,7 +346,7 @@ def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:
         return
     if earlier > later:
         earlier, later, a, b = later, earlier, b, a
-    _show_change(earlier, later, a, b)
+    _show_change(earlier, later, a, b, next((c for c in checks if c.turn == later), None))
     with st.expander("Full diff of the two payloads"):
         st.code(payload_diff(a, b) or "(identical)", language="diff", wrap_lines=True, height=400)
 

@@ -4,6 +4,9 @@
   tags, ``onerror`` handlers and markdown-image exfiltration to 127.0.0.1:9.
 * ``cache_break_run``: three turns whose system prompt gains a clock on turn 3,
   so turn 3 reads nothing back from the cache (the seed's invalidator #1).
+* ``below_minimum_run``: two turns with a breakpoint on a prefix shorter than
+  claude-opus-5's minimum cacheable length (512 tokens): nothing is cached.
+  Not among ``EXTRA``: tests load it into a ledger of its own.
 """
 
 from __future__ import annotations
@@ -64,3 +67,19 @@ def cache_break_run() -> list[SpanRecord]:
 
 
 EXTRA = {"hostile_run": hostile_run, "cache_break_run": cache_break_run}
+
+
+def below_minimum_run() -> list[SpanRecord]:
+    t = Trace("below-minimum", agent="support-agent", tenant="acme", start=T0 + 14_400_000 * 1_000_000)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "where is my order"}]
+    short = {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    for i in range(2):
+        payload = {
+            "model": "claude-opus-5",
+            "max_tokens": 256,
+            "system": [short],
+            "messages": [dict(m) for m in messages],
+        }
+        t.chat("claude-opus-5", (120 + 40 * i, 0, 0, 30), payload=payload)
+        messages += [{"role": "assistant", "content": "checking"}, {"role": "user", "content": "go on"}]
+    return t.finish("completed")

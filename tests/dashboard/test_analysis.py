@@ -6,19 +6,11 @@ import json
 
 import pytest
 
-from dashboard.analysis import (
-    check_cache,
-    estimate_tokens,
-    expense_reasons,
-    merge_prefix_findings,
-    payload_components,
-    previous_same_call,
-    quadratic_fit,
-    tree_rows,
-)
+from dashboard.analysis import expense_reasons, payload_components, quadratic_fit, tree_rows
 from dashboard.charts import cost_distribution
 from dashboard.ui import plain, usd
-from ledger.turn_diff import first_prefix_change, payload_diff
+from ledger.cache_diagnosis import check_cache, merge_prefix_findings, previous_same_call
+from ledger.turn_diff import estimate_tokens, first_prefix_change, payload_diff
 
 TOOLS = [{"name": "search", "description": "search the docs"}]
 
@@ -130,26 +122,26 @@ def test_five_turn_run_reads_back_everything_it_cached():
         _turn(4, 8_300, 700),
         _turn(5, 9_000, 400, 40),
     ]
-    assert [c.status for c in check_cache(turns)] == ["first call", "ok", "ok", "ok", "ok"]
+    assert [c.status for c in check_cache(turns)] == ["written", "cached", "cached", "cached", "cached"]
 
 
 def test_a_turn_reading_less_than_was_cached_is_flagged_with_the_shortfall():
     checks = check_cache([_turn(1, 0, 6_000), _turn(2, 6_000, 300), _turn(3, 0, 320, 6_320)])
-    assert [c.status for c in checks] == ["first call", "ok", "broke"]
+    assert [c.status for c in checks] == ["written", "cached", "broken"]
     assert checks[2].expected_read == 6_300 and "6,300 re-billed" in checks[2].note
 
 
 def test_1_hour_cache_writes_count_as_cached_for_the_next_turn():
     one_hour = {**_turn(1, 0, 0), "cache_write_1h_tokens": 6_100}  # the run's first call wrote for 1 hour
     checks = check_cache([one_hour, _turn(2, 6_100, 300), _turn(3, 0, 0, 6_400)])
-    assert [c.status for c in checks] == ["first call", "ok", "broke"]
+    assert [c.status for c in checks] == ["written", "cached", "broken"]
     assert "wrote 6,100 tokens" in checks[0].note and checks[1].expected_read == 6_100
 
 
 def test_cache_checks_compare_within_one_call_site_and_model():
     checks = check_cache([_turn(1, 0, 5_000), _turn(2, 0, 0, 900, site="summarizer"), _turn(3, 5_000, 100)])
-    assert [c.status for c in checks] == ["first call", "first call", "ok"]
-    assert [c.status for c in check_cache([_turn(1, 0, 0, 500), _turn(2, 0, 0, 900)])] == ["first call", "not cached"]
+    assert [c.status for c in checks] == ["written", "not cached", "cached"]
+    assert [c.status for c in check_cache([_turn(1, 0, 0, 500), _turn(2, 0, 0, 900)])] == ["not cached", "not cached"]
 
 
 # --- trace tree ---------------------------------------------------------------------------------------
@@ -218,6 +210,6 @@ def test_payload_findings_name_the_invalidator_and_flag_what_usage_cannot_see():
     checks = check_cache([_turn(1, 0, 6_000), _turn(2, 0, 6_000, 20), _turn(3, 6_000, 0), _turn(4, 6_000, 0)])
     change = first_prefix_change(request("q", system="v1"), request("q", system="v2"))
     merged = merge_prefix_findings(checks, {2: change, 3: None, 4: change})
-    assert [c.status for c in merged] == ["first call", "broke", "ok", "prefix changed"]
-    assert merged[1].note.endswith("invalidator system: text differs from character 1")
+    assert [c.status for c in merged] == ["written", "broken", "cached", "prefix changed"]
+    assert merged[1].note.startswith("broken by system: text differs from character 1; ")
     assert merged[3].note == "cache invalidated at system: text differs from character 1"

@@ -194,6 +194,25 @@ def test_a_ledger_held_by_a_collector_says_to_read_through_it(app, tmp_path):
         holder.communicate("")
 
 
+def test_a_run_below_the_models_cache_minimum_says_so_in_the_table_and_the_comparison(app, tmp_path):
+    from ledger.ingest import ingest
+
+    from .scenarios import below_minimum_run
+
+    db = tmp_path / "below.duckdb"
+    con = open_ledger(db)
+    ingest(con, below_minimum_run())
+    con.close()
+    at = app(db, "run_explorer", trace=below_minimum_run()[0].trace_id)
+    turns = table(at, "turn", "cache")
+    assert turns["cache"].tolist() == ["below minimum", "below minimum"]
+    assert "claude-opus-5 caches 512 or more" in turns["cache note"].iloc[1]
+    assert "never used the prompt cache" in at.info[0].value
+    comparison = " ".join(w.value for w in at.warning)
+    assert "kept turn 1's prefix byte-for-byte" in comparison and "yet nothing was cached: prefix below" in comparison
+    assert not [s for s in at.success if "cacheable" in s.value]
+
+
 # --- 2. Long tail ---------------------------------------------------------------------------------
 def test_long_tail_lists_the_expensive_runs_with_reasons(app, sample_db, rows):
     at = app(sample_db, "long_tail")
@@ -232,7 +251,7 @@ def test_run_explorer_shows_the_five_turn_run(app, sample_db, rows):
     turns = table(at, "turn", "cumulative_usd")
     assert turns["usd"].round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]  # seed per-turn costs
     assert turns["cumulative_usd"].iloc[-1] == pytest.approx(0.0997)
-    assert turns["cache"].tolist() == ["first call", "ok", "ok", "ok", "ok"]
+    assert turns["cache"].tolist() == ["written", "cached", "cached", "cached", "cached"]
 
     tree = table(at, "span", "duration (ms)")
     assert len(tree) == 9 and tree["span"].iloc[0] == "invoke_agent support-agent"
@@ -259,8 +278,9 @@ def test_run_explorer_flags_the_turn_where_the_cache_broke_and_names_the_invalid
     at = app(extended_db, "run_explorer", trace=CACHE_BREAK)
     assert "cache broke on turn 3" in at.warning[0].value
     turns = table(at, "turn", "cache")
-    assert turns["cache"].tolist() == ["first call", "ok", "broke"]
+    assert turns["cache"].tolist() == ["written", "cached", "broken"]
     assert "6,300 re-billed" in turns["cache note"].iloc[2]
+    assert turns["cache note"].iloc[2].startswith("broken by system[0].text: text differs from character")
     assert at.selectbox(key=f"ctx_turn_{CACHE_BREAK}").value == 3  # opens on the broken turn
     assert "First change inside the stable prefix between turn 2 and turn 3" in at.error[0].value
     finding = next(c.value for c in at.code if c.value.startswith("where:"))

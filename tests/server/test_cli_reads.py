@@ -88,6 +88,9 @@ def test_reads_through_the_server_print_what_the_file_gives_after_it_stops(ledge
     report = json.loads(served[READS[1]])
     assert report["runs"] > 0 and len(report["long_tail"]) <= 3
     assert json.loads(served[READS[3]])["model"] == "claude-opus-5"
+    # The cache verdicts, in the run explorer's words (ledger.cache_diagnosis).
+    assert "cache: written (wrote 6,100 tokens to the cache)" in served[READS[2]]
+    assert "turn 3 cache: broken (broken by system[0].text" in served[READS[4]]
     assert "First change inside the stable prefix between turn 2 and turn 3" in served[READS[4]]
     assert "where:   system" in served[READS[4]] and "@@" in served[READS[4]]  # the finding, then the full diff
     assert served[READS[5]].startswith("Turn 2 kept turn 1's prefix byte-for-byte") and "@@" not in served[READS[5]]
