@@ -25,13 +25,22 @@ if "tl_source_spec" not in st.session_state:
     args = parse_app_args(sys.argv[1:])
     loaders.set_spec(source_spec(args.db, args.server))
 
+OVERVIEW = st.Page(HERE / "views/overview.py", title="Spend overview", icon=":material/payments:", url_path="spend", default=True)
+
+
+def _overview_alias() -> None:
+    """``/overview``, the name the navigation shows, opens the default page (served at the root URL)."""
+    st.switch_page(OVERVIEW, query_params=st.query_params.to_dict())
+
+
 PAGES = [
-    st.Page(HERE / "views/overview.py", title="Spend overview", icon=":material/payments:", url_path="overview", default=True),
+    OVERVIEW,
     st.Page(HERE / "views/long_tail.py", title="Long tail", icon=":material/trending_up:", url_path="long_tail"),
     st.Page(HERE / "views/run_explorer.py", title="Run explorer", icon=":material/account_tree:", url_path="run_explorer"),
     st.Page(HERE / "views/guards.py", title="Guards", icon=":material/shield:", url_path="guards"),
     st.Page(HERE / "views/budgets.py", title="Budgets & alerts", icon=":material/savings:", url_path="budgets"),
     st.Page(HERE / "views/models.py", title="Models & prices", icon=":material/sell:", url_path="models"),
+    st.Page(_overview_alias, title="Spend overview", url_path="overview", visibility="hidden"),
 ]  # fmt: skip
 
 page = st.navigation(PAGES)

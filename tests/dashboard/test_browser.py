@@ -238,3 +238,14 @@ def test_untrusted_content_is_shown_as_text_never_run_or_fetched(base_url, brows
     leaked = [u for u in seen["requests"] if EXFIL_HOST in u or "/leak" in u]
     assert leaked == []
     assert any("/_stcore/" in u or "/static/" in u for u in seen["requests"]), "requests are being recorded"
+
+
+def test_the_overview_opens_from_its_own_url(base_url, browser_page, extended_db, rows):
+    """``/overview`` (the page's name in links people share) opens the overview, not "Page not found"."""
+    page, seen = browser_page
+    cost = rows(extended_db, q.cost_per_run()).to_dict("records")[0]
+    page.goto(f"{base_url}/overview")  # a new session, as a shared link is
+    _settle(page, "Where the money goes", usd(cost["total_usd"]), charts=5)
+    assert page.get_by_text("Page not found", exact=False).count() == 0
+    _check(page, charts=5)
+    assert not seen["errors"], seen["errors"]
