@@ -25,7 +25,9 @@ if "tl_source_spec" not in st.session_state:
     args = parse_app_args(sys.argv[1:])
     loaders.set_spec(source_spec(args.db, args.server))
 
-OVERVIEW = st.Page(HERE / "views/overview.py", title="Spend overview", icon=":material/payments:", url_path="spend", default=True)
+OVERVIEW = st.Page(
+    HERE / "views/overview.py", title="Spend overview", icon=":material/payments:", url_path="spend", default=True
+)
 
 
 def _overview_alias() -> None:
