@@ -56,6 +56,9 @@ _RANGES = {
     "Last 30 days": timedelta(days=30),
     "Custom dates": "custom",
 }
+# The time range as it appears in a link (?range=7d): short, and stable if a label is reworded.
+_RANGE_CODES = {"All time": "all", "Last hour": "1h", "Last 24 hours": "24h", "Last 7 days": "7d",
+                "Last 30 days": "30d", "Custom dates": "custom"}  # fmt: skip
 _DIMENSIONS = [
     ("tenant", "Tenant"),
     ("agent", "Agent"),
@@ -163,7 +166,45 @@ def current_filters() -> q.Filters:
     return q.Filters(since=since, until=until, **values)
 
 
+def _filters_from_url() -> None:
+    """Once per session, before the widgets exist: the filters a shared link carries become the sidebar's."""
+    s, params = st.session_state, st.query_params
+    if s.get("_tl_filters_from_url"):
+        return
+    s["_tl_filters_from_url"] = True
+    by_code = {code: label for label, code in _RANGE_CODES.items()}
+    if params.get("range") in by_code:
+        s["f_range"] = by_code[params["range"]]
+    try:
+        picked = tuple(date.fromisoformat(params[k]) for k in ("from", "to") if k in params)
+    except ValueError:
+        picked = ()  # a hand-edited link: keep the default dates
+    if picked:
+        s["f_dates"] = picked
+    for dim, _ in _DIMENSIONS:
+        if params.get(dim):
+            s[f"f_{dim}"] = params[dim]
+
+
+def _filters_to_url() -> None:
+    """The sidebar's filters in the address bar, so the view can be shared (defaults left out)."""
+    s, params = st.session_state, st.query_params
+    wanted: dict[str, str] = {}
+    choice = s.get("f_range", "All time")
+    if choice != "All time":
+        wanted["range"] = _RANGE_CODES[choice]
+    dates = tuple(s.get("f_dates") or ()) if choice == "Custom dates" else ()
+    wanted |= {k: d.isoformat() for k, d in zip(("from", "to"), dates, strict=False) if isinstance(d, date)}
+    wanted |= {dim: str(s[f"f_{dim}"]) for dim, _ in _DIMENSIONS if s.get(f"f_{dim}", ALL) != ALL}
+    for key in ("range", "from", "to", *(dim for dim, _ in _DIMENSIONS)):
+        if key in wanted and params.get(key) != wanted[key]:
+            params[key] = wanted[key]
+        elif key not in wanted and key in params:
+            del params[key]
+
+
 def render_sidebar() -> None:
+    _filters_from_url()
     spec = loaders.spec()
     sb = st.sidebar
     sb.caption("Reading from")
@@ -179,13 +220,15 @@ def render_sidebar() -> None:
     sb.selectbox("Time range (UTC, by run start)", list(_RANGES), key="f_range")
     if st.session_state.get("f_range") == "Custom dates":
         today = datetime.now(UTC).date()
-        sb.date_input("From – to", value=(today - timedelta(days=7), today), key="f_dates")
+        st.session_state.setdefault("f_dates", (today - timedelta(days=7), today))  # a link may have set them
+        sb.date_input("From – to", key="f_dates")
     for dim, label in _DIMENSIONS:
         options = _options(dim)
         if st.session_state.get(f"f_{dim}") not in options:
             st.session_state[f"f_{dim}"] = ALL
         sb.selectbox(label, options, key=f"f_{dim}", help=_FILTER_HELP.get(dim))
-    sb.caption(FILTERED_PAGES_NOTE)
+    sb.caption(FILTERED_PAGES_NOTE + " They are kept in the page's address: copy it to share this view.")
+    _filters_to_url()
 
 
 def auto_refresh_tick() -> None:

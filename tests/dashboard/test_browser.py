@@ -190,6 +190,15 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
     globex = rows(extended_db, q.cost_per_run(q.Filters(tenant="globex"))).to_dict("records")[0]
     _settle(page, usd(globex["total_usd"]), charts=5)
     assert page.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).input_value() == "globex"
+    # The filter is in the address: the copied link reopens the same view in a new session.
+    assert "tenant=globex" in page.url
+    shared = page.context.new_page()
+    shared.goto(page.url)
+    _settle(shared, usd(globex["total_usd"]), charts=5)
+    assert (
+        shared.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).input_value() == "globex"
+    )
+    shared.close()
 
     # Auto-refresh re-reads the ledger on its own: the "Last refreshed" time moves without a click.
     sidebar = page.get_by_test_id("stSidebar")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +162,30 @@ def test_overview_follows_the_sidebar_filters(app, sample_db, rows):
     at.session_state["f_range"] = "Last hour"  # the samples are from 2026-09-21
     at.run()
     assert not at.metric and "No runs match the filters" in at.info[0].value
+
+
+def test_filters_live_in_the_url_so_a_copied_link_reopens_the_same_view(app, sample_db, rows):
+    at = app(sample_db)
+    at.session_state["f_tenant"] = "globex"
+    at.session_state["f_range"] = "Custom dates"
+    at.session_state["f_dates"] = (date(2026, 9, 20), date(2026, 9, 22))
+    at.run()
+    link = dict(at.query_params)
+    assert {k: v[0] if isinstance(v, list) else v for k, v in link.items()} == {
+        "tenant": "globex", "range": "custom", "from": "2026-09-20", "to": "2026-09-22",
+    }  # fmt: skip
+    # A new session opened on that link shows the same filtered figures.
+    shared = app(sample_db, **{k: v[0] if isinstance(v, list) else v for k, v in link.items()})
+    assert (shared.session_state["f_tenant"], shared.session_state["f_range"]) == ("globex", "Custom dates")
+    f = q.Filters(tenant="globex", since=datetime(2026, 9, 20), until=datetime(2026, 9, 23))
+    assert metrics(shared)["Total spend"][0] == usd(first(rows(sample_db, q.cost_per_run(f)))["total_usd"])
+    assert metrics(shared)["Runs"][0] == "3"
+    # Back to the defaults: nothing left in the link.
+    shared.session_state["f_tenant"] = "All"
+    shared.session_state["f_range"] = "All time"
+    shared.run()
+    assert not dict(shared.query_params)
+    assert app(sample_db, range="bogus", **{"from": "not-a-date"}).session_state["f_range"] == "All time"
 
 
 def test_empty_and_missing_ledgers_say_what_to_do(app, tmp_path):
