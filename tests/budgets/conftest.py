@@ -102,6 +102,13 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
         def log_message(self, *args: Any) -> None:  # keep test output clean
             pass
 
+        def do_GET(self) -> None:  # what a client following a 302 sends: recorded, so a test can see it
+            with state.lock:
+                state.received.append(Received(self.path, {}, time.monotonic()))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             with state.lock:
