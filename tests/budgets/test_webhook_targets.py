@@ -27,7 +27,11 @@ from ledger.store import open_ledger
 
 from .test_alerts import DAY, ev
 
-FORBIDDEN = ["http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.169.254]/latest", "http://10.0.0.1/hook"]
+FORBIDDEN = [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::ffff:169.254.169.254]/latest",
+    "http://10.0.0.1/hook",
+]
 NEVER = ["169.254.169.254", "[::ffff:169.254.169.254]", "[::169.254.169.254]", "[fd00:ec2::254]", "[fe80::1]",
          "0.0.0.0", "[::]", "224.0.0.1", "255.255.255.255", "100.100.100.200", "[64:ff9b::a9fe:a9fe]"]  # fmt: skip
 PRIVATE = ["10.0.0.1", "172.16.3.4", "192.168.1.1", "127.0.0.1", "[::1]", "[fc00::1]", "100.64.0.1",
@@ -70,7 +74,7 @@ def test_link_local_metadata_and_unroutable_addresses_are_refused_even_when_priv
 
 @pytest.mark.parametrize("host", PRIVATE)
 def test_private_and_loopback_addresses_need_the_setting_and_the_error_names_it(host):
-    with pytest.raises(ForbiddenTarget, match="TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS=1.*--allow-private-webhooks"):
+    with pytest.raises(ForbiddenTarget, match=r"TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS=1.*--allow-private-webhooks"):
         check_url(f"http://{host}:8080/x", DENY)
     assert check_url(f"http://{host}:8080/x", ALLOW).port == 8080
 
@@ -94,7 +98,7 @@ def test_every_address_a_name_resolves_to_must_pass():
     def two(host: str, port: int, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port)) for a in ("8.8.8.8", "169.254.169.254")]
 
-    with pytest.raises(ForbiddenTarget, match="169.254.169.254"):
+    with pytest.raises(ForbiddenTarget, match=r"169\.254\.169\.254"):
         check_url("http://mixed.example/x", TargetPolicy(allow_private=True, resolver=two))
 
 
@@ -140,7 +144,7 @@ def test_post_api_budgets_answers_400_naming_the_fix(tmp_path, url):
 def test_a_name_that_does_not_resolve_yet_is_accepted_and_checked_at_delivery(ledger):
     policy = TargetPolicy(resolver=fake_dns({}))
     add_budget(ledger, _request("https://hooks.not-yet.example/x"), policy)
-    (attempt, *retries) = deliver("https://hooks.not-yet.example/x", policy)
+    attempt, *_ = deliver("https://hooks.not-yet.example/x", policy)
     assert attempt.status == "retrying" and "does not resolve" in attempt.detail  # DNS may come back
 
 
