@@ -212,3 +212,51 @@ def test_serve_and_up_choose_the_policy_flag_first_then_the_environment(monkeypa
 def test_rules_built_in_code_keep_their_syntax_check():
     with pytest.raises(BudgetError, match="http"):
         Rule("r1", "n", Scope(), "day", Decimal(1), webhooks=(WebhookTarget("ftp://10.0.0.1/x"),))
+
+
+# --- TLS: connected to the checked address, verified for the name ------------------------------
+@pytest.fixture
+def tls_receiver(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """An HTTPS receiver on 127.0.0.1 whose certificate is for ``hooks.pinned.test`` (trusted via SSL_CERT_FILE);
+    it records the TLS server name and Host header of each POST."""
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import trustme
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    seen: dict[str, list[str]] = {"sni": [], "host": []}
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("hooks.pinned.test").configure_cert(context)
+    context.sni_callback = lambda sock, name, ctx: seen["sni"].append(name)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen["host"].append(self.headers["Host"])
+            self.send_response(204)
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    yield server.server_address[1], seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_https_goes_to_the_checked_address_with_the_name_in_sni_host_and_certificate(tls_receiver):
+    port, seen = tls_receiver
+    dns = fake_dns({"hooks.pinned.test": ["127.0.0.1"], "wrong.pinned.test": ["127.0.0.1"]})
+    policy = TargetPolicy(allow_private=True, resolver=dns)
+    assert [a.status for a in deliver(f"https://hooks.pinned.test:{port}/x", policy)] == ["delivered"]
+    assert seen == {"sni": ["hooks.pinned.test"], "host": [f"hooks.pinned.test:{port}"]}
+    (first, *_) = deliver(f"https://wrong.pinned.test:{port}/x", policy)  # same address, a name the cert lacks
+    assert first.status == "retrying" and "certificate verify failed" in first.detail
+    assert seen["host"] == [f"hooks.pinned.test:{port}"]  # nothing was posted under the wrong name
