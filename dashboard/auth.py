@@ -22,6 +22,11 @@ _LOGGED_IN = "tl_logged_in"
 
 def require_login() -> None:
     """Return only when the viewer may see the ledger; otherwise draw the login (or the refusal) and stop."""
+    if not st.runtime.exists():
+        # Bare mode (the script imported outside a Streamlit server, as a multiprocessing child
+        # re-importing the main module does): nothing is served, there is no one to log in, and
+        # st.stop() would not stop.
+        return
     password = settings.dashboard_password()
     try:
         login = dashboard_login(st.get_option("server.address"), password=password, oidc=oidc_configured())

@@ -42,7 +42,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m dashboard", description="Run the turnledger dashboard (Streamlit).")
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_SERVER, else the file)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--address", default="127.0.0.1")
+    p.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="default 127.0.0.1; any other needs $TURNLEDGER_DASHBOARD_PASSWORD or OIDC",
+    )
     p.add_argument("--headless", action="store_true")
     a = p.parse_args(argv)
     try:  # the app refuses too, but a process that cannot serve anyone should not start

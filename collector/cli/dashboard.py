@@ -84,8 +84,8 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
             f"no ledger at {str(db)!r}: run `turnledger ingest sample_traces/ --db {db}` or start "
             "`turnledger serve` and send spans first"
         )
-    print(f"turnledger dashboard on http://{a.address}:{a.port}  (reading {server or db}; Ctrl-C stops it)")
     proc = start_dashboard(server=server, db=Path(db), port=a.port, address=a.address, headless=a.headless)
+    print(f"turnledger dashboard on http://{a.address}:{a.port}  (reading {server or db}; Ctrl-C stops it)")
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # a TERM stops the app as Ctrl-C does, never leaving it orphaned

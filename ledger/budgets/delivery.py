@@ -30,7 +30,7 @@ from functools import partial
 
 from .alerts import AlertEvent
 from .rules import BudgetError, WebhookTarget
-from .targets import ForbiddenTarget, TargetPolicy, check_url, connect_pinned
+from .targets import TargetPolicy, UnresolvedTarget, check_url, connect_pinned
 from .windows import Clock, system_clock
 
 __all__ = ["Deliverer", "DeliveryAttempt", "HttpResult", "post", "webhook_body"]
@@ -70,10 +70,10 @@ def post(url: str, body: bytes, timeout: float, policy: TargetPolicy) -> HttpRes
     """
     try:
         target = check_url(url, policy)
-    except ForbiddenTarget as exc:
-        return HttpResult(None, f"refused: {exc}", refused=True)
-    except BudgetError as exc:  # does not resolve (now): DNS may come back, so retried
+    except UnresolvedTarget as exc:  # DNS may come back: retried
         return HttpResult(None, f"connection failed: {exc}")
+    except BudgetError as exc:  # a forbidden address, or a URL it cannot check: no retry will help
+        return HttpResult(None, f"refused: {exc}", refused=True)
     headers = {"Content-Type": "application/json", "User-Agent": "turnledger-alerts"}
     try:
         conn = connect_pinned(target, timeout)

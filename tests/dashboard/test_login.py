@@ -12,8 +12,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from ledger import queries as q
 from ledger.exposure import DashboardExposed, dashboard_login, is_loopback, oidc_configured
 from ledger.settings import DASHBOARD_PASSWORD
 
+from .conftest import wait_healthy
 from .test_browser import ARGS, CHROMIUM
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
@@ -177,19 +176,6 @@ def _own_ip() -> str:
             return "127.0.0.1"
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 90  # a hang guard only
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"streamlit did not start (exit code {proc.poll()})") from None
-            time.sleep(0.2)
-
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed at /usr/bin/chromium")
 def test_in_a_browser_the_exposed_dashboard_shows_the_login_and_no_data_before_it(sample_db, rows, monkeypatch):
     from playwright.sync_api import sync_playwright
@@ -208,7 +194,7 @@ def test_in_a_browser_the_exposed_dashboard_shows_the_login_and_no_data_before_i
     url = f"http://{_own_ip()}:{port}"  # reached from outside loopback when the machine has an address
     total = usd(rows(sample_db, q.cost_per_run()).to_dict("records")[0]["total_usd"])
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc, timeout=90)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
             page = browser.new_page()
