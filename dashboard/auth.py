@@ -61,7 +61,7 @@ def _password_gate(expected: str) -> None:
 
 
 def _oidc_gate() -> None:
-    if st.user.is_logged_in:
+    if st.user.get("is_logged_in"):  # absent when Streamlit sees no [auth]: not logged in
         st.sidebar.button("Log out", on_click=st.logout, icon=":material/logout:")
         return
     st.title("turnledger")

@@ -117,8 +117,10 @@ def exposed_app(sample_db, tmp_path, monkeypatch):  # type: ignore[no-untyped-de
 
     monkeypatch.setattr(loaders, "make_source", lambda spec: Counting(make_source(spec)))
 
-    def run() -> AppTest:
+    def run(secrets: dict[str, Any] | None = None) -> AppTest:
         at = AppTest.from_file(str(APP), default_timeout=60)
+        for key, value in (secrets or {}).items():
+            at.secrets[key] = value
         at.run()
         assert not at.exception, [e.value for e in at.exception]
         return at
@@ -220,3 +222,15 @@ def test_in_a_browser_the_exposed_dashboard_shows_the_login_and_no_data_before_i
             browser.close()
     finally:
         stop_process(proc)
+
+
+def test_exposed_with_oidc_configured_the_app_asks_for_the_provider_login_first(exposed_app, tmp_path, monkeypatch):
+    monkeypatch.delenv(DASHBOARD_PASSWORD, raising=False)
+    auth = {"redirect_uri": "http://h:8501/oauth2callback", "cookie_secret": "s", "client_id": "c",
+            "client_secret": "x", "server_metadata_url": "https://idp.example/.well-known/openid-configuration"}  # fmt: skip
+    (tmp_path / ".streamlit").mkdir()
+    (tmp_path / ".streamlit" / "secrets.toml").write_text(
+        "[auth]\n" + "".join(f'{k} = "{v}"\n' for k, v in auth.items())
+    )  # in HOME, where both turnledger and Streamlit look
+    at = exposed_app(secrets={"auth": auth})
+    assert [b.label for b in at.button] == ["Log in"] and not _shows_data(at) and exposed_app.queries == []
