@@ -78,20 +78,20 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         help="seconds between budget sweeps that catch window rollovers (default 15)",
     )
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
-    _allow_private_webhooks(p, default="on for `up`, else off")
+    _allow_private_webhooks(p)
     p.epilog = (
         "Set TURNLEDGER_TOKEN to require `Authorization: Bearer <token>` on ingest, queries and budget routes. "
         "While it runs, set TURNLEDGER_SERVER to its URL so `turnledger budget` and `turnledger alerts` go through it."
     )
 
 
-def _allow_private_webhooks(p: argparse.ArgumentParser, default: str) -> None:
+def _allow_private_webhooks(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-private-webhooks",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="let budget webhooks POST to private and loopback addresses (link-local and cloud metadata: "
-        f"never); default ${ALLOW_PRIVATE_WEBHOOKS}, else {default}",
+        f"never). Default: ${ALLOW_PRIVATE_WEBHOOKS}, else off for serve and on for up (local use)",
     )
 
 
