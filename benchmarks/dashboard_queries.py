@@ -380,12 +380,15 @@ PAGES = [
 def record_pages(db: Path, context_trace: str) -> dict[str, list[tuple[str, Any, dict[str, Any]]]]:
     import logging
 
+    from streamlit import config
     from streamlit.testing.v1 import AppTest
 
     import dashboard.loaders as loaders
     from collector.client import make_source
 
     logging.getLogger("streamlit").setLevel(logging.ERROR)
+    config.set_option("server.address", "127.0.0.1")  # AppTest serves no one: no login gate
+    os.environ.pop("TURNLEDGER_DASHBOARD_PASSWORD", None)
     os.environ["TURNLEDGER_DB"] = str(db)
     os.environ.pop("TURNLEDGER_SERVER", None)
     loaders.make_source = lambda spec: Recorder(make_source(spec))  # type: ignore[assignment]

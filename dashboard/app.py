@@ -1,7 +1,9 @@
 """Streamlit entry point: ``streamlit run dashboard/app.py -- --db PATH``.
 
-Sets up the data source once per session, draws the shared sidebar (source,
-refresh, filters) and hands over to the page picked in the navigation.
+Passes the login gate (``dashboard.auth``: a login when the app is reachable from
+other machines) before anything is read, sets up the data source once per session,
+draws the shared sidebar (source, refresh, filters) and hands over to the page
+picked in the navigation.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import loaders, ui
+from dashboard import auth, loaders, ui
 from dashboard.data import parse_app_args
 from ledger.sources import source_spec
 
@@ -20,6 +22,7 @@ HERE = Path(__file__).parent
 # a deep link (say /guards) from it before this script has called st.navigation.
 
 st.set_page_config(page_title="turnledger", page_icon=":material/receipt_long:", layout="wide")
+auth.require_login()  # stops the script here until the viewer may see the ledger
 
 if "tl_source_spec" not in st.session_state:
     args = parse_app_args(sys.argv[1:])

@@ -15,6 +15,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ledger.exposure import DashboardExposed, dashboard_login, oidc_configured
+from ledger.settings import dashboard_password
+
 __all__ = ["APP", "DEFAULT_PORT", "main", "streamlit_command"]
 
 APP = Path(__file__).with_name("app.py")
@@ -39,8 +42,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m dashboard", description="Run the turnledger dashboard (Streamlit).")
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_SERVER, else the file)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--address", default="127.0.0.1")
+    p.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="default 127.0.0.1; any other needs $TURNLEDGER_DASHBOARD_PASSWORD or OIDC",
+    )
     p.add_argument("--headless", action="store_true")
     a = p.parse_args(argv)
+    try:  # the app refuses too, but a process that cannot serve anyone should not start
+        dashboard_login(a.address, password=dashboard_password(), oidc=oidc_configured())
+    except DashboardExposed as exc:
+        p.exit(2, f"{p.prog}: error: {exc}\n")
     cmd = streamlit_command(db=a.db, port=a.port, headless=a.headless, address=a.address)
     os.execv(cmd[0], cmd)  # the same process (and pid) becomes Streamlit, so a parent's terminate() reaches it

@@ -8,6 +8,10 @@
 |                      |                        | dashboard read through it instead of opening the file     |
 | TURNLEDGER_TOKEN     | (none)                 | bearer token the server requires for ingest and queries   |
 | TURNLEDGER_CAPTURE   | redacted               | request capture in the harness: off, redacted or full     |
+| TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS | off (``up``: on) | budget webhooks may target private and loopback |
+|                      |                        | addresses (link-local and cloud metadata: never)          |
+| TURNLEDGER_DASHBOARD_PASSWORD | (none)        | the dashboard's shared login password; required (or OIDC) |
+|                      |                        | when it listens on a non-loopback address                 |
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["capture_mode", "db_path", "prices_file", "server_url", "token"]
+__all__ = [
+    "allow_private_webhooks",
+    "capture_mode",
+    "dashboard_password",
+    "db_path",
+    "prices_file",
+    "server_url",
+    "token",
+]
 
 DEFAULT_DB = "turnledger.duckdb"
 CAPTURE_MODES = ("off", "redacted", "full")
@@ -48,3 +60,24 @@ def capture_mode() -> str:
     if mode not in CAPTURE_MODES:
         raise ValueError(f"TURNLEDGER_CAPTURE={mode!r}: choose one of {', '.join(CAPTURE_MODES)}")
     return mode
+
+
+# --- exposure: webhook targets and the dashboard's login ------------------------------------
+ALLOW_PRIVATE_WEBHOOKS = "TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS"
+DASHBOARD_PASSWORD = "TURNLEDGER_DASHBOARD_PASSWORD"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def allow_private_webhooks() -> bool | None:
+    """The operator's choice for private/loopback webhook targets; None when unset (the command decides)."""
+    value = (_env(ALLOW_PRIVATE_WEBHOOKS) or "").lower()
+    if not value:
+        return None
+    if value not in _TRUE + _FALSE:
+        raise ValueError(f"{ALLOW_PRIVATE_WEBHOOKS}={value!r}: use 1/true/yes/on or 0/false/no/off")
+    return value in _TRUE
+
+
+def dashboard_password() -> str | None:
+    """Taken as set, spaces included: a password is compared byte for byte."""
+    return os.environ.get(DASHBOARD_PASSWORD) or None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -30,6 +30,18 @@ def sample_as_protobuf(path: Path) -> bytes:
                     if key in sp:
                         sp[key] = base64.b64encode(bytes.fromhex(sp[key])).decode()
     return ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True).SerializeToString()
+
+
+@pytest.fixture(autouse=True)
+def dashboard_on_loopback(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """AppTest serves no one: the app runs as on 127.0.0.1 with no password, unless a test says otherwise."""
+    from streamlit import config
+
+    monkeypatch.delenv("TURNLEDGER_DASHBOARD_PASSWORD", raising=False)
+    before = config.get_option("server.address")
+    config.set_option("server.address", "127.0.0.1")
+    yield
+    config.set_option("server.address", before)
 
 
 @pytest.fixture

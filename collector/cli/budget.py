@@ -53,7 +53,14 @@ def add_budget(p: argparse.ArgumentParser) -> None:
         "--soft", type=float, default=None, help="warn at this fraction of the limit (default 0.8; 1 = no warning)"
     )
     a.add_argument("--tz", default="UTC", help="time zone of calendar windows (IANA name, default UTC)")
-    a.add_argument("--webhook", action="append", default=[], metavar="URL", help="POST the JSON alert here (repeat)")
+    a.add_argument(
+        "--webhook",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="POST the JSON alert here (repeat). Link-local/metadata addresses are refused; private and "
+        "loopback ones need $TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS=1 (or the server's --allow-private-webhooks)",
+    )
     a.add_argument(
         "--slack", action="append", default=[], metavar="URL", help="POST a Slack {text} alert here (repeat)"
     )

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from ledger.errors import TurnledgerError
-from ledger.settings import db_path, server_url
+from ledger.exposure import dashboard_login, oidc_configured
+from ledger.settings import dashboard_password, db_path, server_url
 
 from .args import add_db
 
@@ -29,7 +30,11 @@ def start_dashboard(
     *, server: str | None = None, db: Path | None = None, port: int = DEFAULT_DASHBOARD_PORT,
     address: str = "127.0.0.1", headless: bool = True,
 ) -> subprocess.Popen[bytes]:  # fmt: skip
-    """The dashboard as a child process (``python -m dashboard``); the caller stops it."""
+    """The dashboard as a child process (``python -m dashboard``); the caller stops it.
+
+    Raises :class:`~ledger.exposure.DashboardExposed` before starting anything when
+    ``address`` is not loopback and no login is configured."""
+    dashboard_login(address, password=dashboard_password(), oidc=oidc_configured())
     env = dict(os.environ)
     if server:
         env["TURNLEDGER_SERVER"] = server
@@ -65,7 +70,8 @@ def add_dashboard(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--address",
         default="127.0.0.1",
-        help="interface to listen on (default 127.0.0.1: captured prompts are shown, keep it local)",
+        help="interface to listen on (default 127.0.0.1: captured prompts are shown). Any other address "
+        "requires a login: $TURNLEDGER_DASHBOARD_PASSWORD, or Streamlit's OIDC ([auth] in .streamlit/secrets.toml)",
     )
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
 
@@ -78,8 +84,8 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
             f"no ledger at {str(db)!r}: run `turnledger ingest sample_traces/ --db {db}` or start "
             "`turnledger serve` and send spans first"
         )
-    print(f"turnledger dashboard on http://{a.address}:{a.port}  (reading {server or db}; Ctrl-C stops it)")
     proc = start_dashboard(server=server, db=Path(db), port=a.port, address=a.address, headless=a.headless)
+    print(f"turnledger dashboard on http://{a.address}:{a.port}  (reading {server or db}; Ctrl-C stops it)")
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # a TERM stops the app as Ctrl-C does, never leaving it orphaned

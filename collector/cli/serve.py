@@ -10,7 +10,6 @@ the server while it owns the ledger file.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import subprocess
@@ -22,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from collector.receiver.defaults import DEFAULT_HOST, DEFAULT_PORT, MiB
 from ledger.errors import MalformedInput, TurnledgerError
-from ledger.settings import db_path, prices_file, token
+from ledger.exposure import dashboard_login, is_loopback, oidc_configured
+from ledger.settings import ALLOW_PRIVATE_WEBHOOKS, dashboard_password, db_path, prices_file, token
 
 from .dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, stop_process
 from .ingest import expand_paths
@@ -30,8 +30,18 @@ from .ingest import expand_paths
 if TYPE_CHECKING:
     from collector.receiver.server import CollectorServer, ServerConfig
     from ledger.budgets.governor import Governor
+    from ledger.budgets.targets import TargetPolicy
 
-__all__ = ["add_serve", "add_up", "build_server", "cmd_serve", "cmd_up", "load_samples_if_empty", "wait_for_stop"]
+__all__ = [
+    "add_serve",
+    "add_up",
+    "build_server",
+    "cmd_serve",
+    "cmd_up",
+    "load_samples_if_empty",
+    "wait_for_stop",
+    "webhook_policy",
+]
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 # One per core, and no more than 4: each is a Python process of ~115 MB idle, and past a
@@ -68,10 +78,30 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         help="seconds between budget sweeps that catch window rollovers (default 15)",
     )
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
+    _allow_private_webhooks(p)
     p.epilog = (
         "Set TURNLEDGER_TOKEN to require `Authorization: Bearer <token>` on ingest, queries and budget routes. "
         "While it runs, set TURNLEDGER_SERVER to its URL so `turnledger budget` and `turnledger alerts` go through it."
     )
+
+
+def _allow_private_webhooks(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-private-webhooks",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="let budget webhooks POST to private and loopback addresses (link-local and cloud metadata: "
+        f"never). Default: ${ALLOW_PRIVATE_WEBHOOKS}, else off for serve and on for up (local use)",
+    )
+
+
+def webhook_policy(a: argparse.Namespace, *, local_default: bool) -> TargetPolicy:
+    """The flag, else the environment, else the command's default (``up`` is for local use)."""
+    from ledger.budgets.targets import TargetPolicy
+
+    if a.allow_private_webhooks is not None:
+        return TargetPolicy(allow_private=a.allow_private_webhooks)
+    return TargetPolicy.from_settings(default=local_default)
 
 
 def add_up(p: argparse.ArgumentParser) -> None:
@@ -82,6 +112,11 @@ def add_up(p: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_DASHBOARD_PORT,
         help=f"dashboard port (default {DEFAULT_DASHBOARD_PORT})",
+    )
+    p.add_argument(
+        "--dashboard-address",
+        default="127.0.0.1",
+        help="dashboard interface (default 127.0.0.1); any other needs $TURNLEDGER_DASHBOARD_PASSWORD or OIDC",
     )
     p.add_argument("--no-dashboard", action="store_true", help="start only the collector")
     p.add_argument(
@@ -120,43 +155,48 @@ def _config(a: argparse.Namespace) -> ServerConfig:
     )
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def build_server(
-    config: ServerConfig, *, sweep_interval: float = 15.0, governor: Governor | None = None
+    config: ServerConfig,
+    *,
+    sweep_interval: float = 15.0,
+    governor: Governor | None = None,
+    webhooks: TargetPolicy | None = None,
 ) -> CollectorServer:
     """The collector as ``serve`` and ``up`` run it: with a budget governor whose hook
     evaluates each committed batch and whose sweeper (every ``sweep_interval`` s; 0: off)
-    catches window rollovers. The server owns the governor: ``stop()`` closes the
-    writer, then the governor, then the ledger."""
+    catches window rollovers, and whose webhooks go where ``webhooks`` allows (default:
+    the settings'). The server owns the governor: ``stop()`` closes the writer, then
+    the governor, then the ledger."""
     from collector.receiver.server import CollectorServer
+    from ledger.budgets.delivery import Deliverer
     from ledger.budgets.governor import Governor
 
-    return CollectorServer(config, governor=governor or Governor(), sweep_interval=sweep_interval)
+    governor = governor or Governor(deliverer=Deliverer(policy=webhooks))
+    return CollectorServer(config, governor=governor, sweep_interval=sweep_interval)
 
 
-def _start(config: ServerConfig, sweep_interval: float = 15.0) -> CollectorServer:
+def _start(config: ServerConfig, sweep_interval: float, webhooks: TargetPolicy) -> CollectorServer:
     try:
-        server = build_server(config, sweep_interval=sweep_interval)
+        server = build_server(config, sweep_interval=sweep_interval, webhooks=webhooks)
     except OSError as exc:
         raise TurnledgerError(
             f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}. "
             "Is another collector running? Choose another --port."
         ) from None
-    if not _is_loopback(config.host) and not config.token:
+    if not is_loopback(config.host) and not config.token:
         print(
             f"warning: listening on {config.host} without TURNLEDGER_TOKEN: anyone who can reach this port "
             "can write spans and read the ledger",
             file=sys.stderr,
         )
     return server
+
+
+def _reach(address: str) -> str:
+    """A host a browser on this machine can open for a listening address."""
+    if is_loopback(address) or address in ("0.0.0.0", "::", ""):
+        return "127.0.0.1"
+    return f"[{address}]" if ":" in address else address
 
 
 def wait_for_stop(poll: Callable[[], bool] | None = None, interval: float = 0.5) -> None:
@@ -178,7 +218,7 @@ def wait_for_stop(poll: Callable[[], bool] | None = None, interval: float = 0.5)
 
 def cmd_serve(a: argparse.Namespace) -> int:
     config = _config(a)
-    server = _start(config, a.sweep_interval).start()
+    server = _start(config, a.sweep_interval, webhook_policy(a, local_default=False)).start()
     print(f"turnledger collector listening on {server.url} (ledger {server.db_path})", flush=True)
     print(f"  point an agent at it: OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
     print(f"  budgets and alerts while it runs: TURNLEDGER_SERVER={server.url} turnledger budget list", flush=True)
@@ -217,7 +257,9 @@ def load_samples_if_empty(server: CollectorServer, folder: Path) -> int:
 
 def cmd_up(a: argparse.Namespace) -> int:
     config = _config(a)
-    server = _start(config, a.sweep_interval)
+    if not a.no_dashboard:  # refuse an exposed dashboard before anything starts
+        dashboard_login(a.dashboard_address, password=dashboard_password(), oidc=oidc_configured())
+    server = _start(config, a.sweep_interval, webhook_policy(a, local_default=True))
     dashboard: subprocess.Popen[bytes] | None = None
     failed = False
     try:
@@ -229,8 +271,8 @@ def cmd_up(a: argparse.Namespace) -> int:
         server.start()
         dashboard_url = None
         if not a.no_dashboard:
-            dashboard = start_dashboard(server=server.url, port=a.dashboard_port)
-            dashboard_url = f"http://{'127.0.0.1' if _is_loopback(config.host) else config.host}:{a.dashboard_port}"
+            dashboard = start_dashboard(server=server.url, port=a.dashboard_port, address=a.dashboard_address)
+            dashboard_url = f"http://{_reach(a.dashboard_address)}:{a.dashboard_port}"
         print("turnledger is up", flush=True)
         if dashboard_url:
             print(f"  dashboard  {dashboard_url}", flush=True)

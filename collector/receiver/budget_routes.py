@@ -24,6 +24,7 @@ import duckdb
 from ledger.budgets import BudgetError, Governor, UnknownBudget, check_request
 from ledger.budgets.routes import ALERTS_PATH, BUDGETS_PATH, CHECK_PATH, SWEEP_PATH
 from ledger.budgets.service import add_budget, alerts_doc, budget_doc, budget_statuses, remove_budget, sweep_result
+from ledger.budgets.targets import TargetPolicy
 from ledger.budgets.windows import Clock, system_clock
 
 __all__ = ["MAX_BODY", "BudgetRequest", "Connect", "handle", "matches"]
@@ -112,7 +113,9 @@ def _sweep(req: BudgetRequest, connect: Connect, governor: Governor | None) -> t
     return 200, sweep_result(governor, events, min(wait, _MAX_SWEEP_WAIT))  # no cursor held while waiting
 
 
-def _route(req: BudgetRequest, cur: duckdb.DuckDBPyConnection, clock: Clock) -> tuple[int, Any]:
+def _route(
+    req: BudgetRequest, cur: duckdb.DuckDBPyConnection, clock: Clock, policy: TargetPolicy | None
+) -> tuple[int, Any]:
     path = "/" + "/".join(req.parts)
     if path == CHECK_PATH:
         return 200, check_request(cur, req.body, clock)
@@ -123,7 +126,7 @@ def _route(req: BudgetRequest, cur: duckdb.DuckDBPyConnection, clock: Clock) -> 
             body = _json_body(req.body)
             if not isinstance(body, Mapping):
                 raise BudgetError(f"a budget must be a JSON object, got {type(body).__name__}")
-            return 201, add_budget(cur, body)
+            return 201, add_budget(cur, body, policy)
         return 200, budget_statuses(cur, clock)
     name = "/".join(req.parts[2:])  # a rule's name may hold "/" (sent as %2F or not)
     if req.method == "POST":
@@ -144,8 +147,9 @@ def handle(
     try:
         if req.method == "POST" and "/" + "/".join(req.parts) == SWEEP_PATH:
             return _sweep(req, connect, governor)  # waits for webhooks without holding a cursor
+        policy = governor.deliverer.policy if governor is not None else None  # webhooks added = webhooks delivered
         with connect() as cur:
-            return _route(req, cur, clock)
+            return _route(req, cur, clock, policy)
     except UnknownBudget as exc:
         return 404, {"error": str(exc)}
     except BudgetError as exc:

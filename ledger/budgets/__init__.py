@@ -5,6 +5,7 @@
 * :mod:`.evaluate` — SQL builders and evaluation of a rule over its window.
 * :mod:`.alerts` — the deduplicating alert state machine.
 * :mod:`.delivery` — webhook delivery on background threads, every attempt recorded.
+* :mod:`.targets` — where a webhook may POST (checked when a rule is added and at every delivery).
 * :mod:`.governor` — the writer's hook: ``Governor.on_ingested`` and ``Governor.sweep``.
 * :mod:`.gate` — the decision the harness asks for before each model call.
 * :mod:`.service` — the budget operations as JSON-ready documents (CLI, server and dashboard share them).

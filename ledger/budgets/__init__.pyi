@@ -7,6 +7,7 @@ from .projection import Projection, project
 from .routes import CHECK_PATH
 from .rules import METRICS, SCOPE_KINDS, WINDOWS, BudgetError, Rule, Scope, UnknownBudget, WebhookTarget, covers
 from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule
+from .targets import ForbiddenTarget, TargetPolicy
 from .windows import ManualClock, Window, system_clock, window_for
 
 __all__ = [
@@ -24,12 +25,14 @@ __all__ = [
     "Deliverer",
     "DeliveryAttempt",
     "Evaluation",
+    "ForbiddenTarget",
     "Governor",
     "LedgerSource",
     "ManualClock",
     "Projection",
     "Rule",
     "Scope",
+    "TargetPolicy",
     "UnknownBudget",
     "WebhookTarget",
     "Window",

@@ -7,7 +7,8 @@ hold the others back while they wait for a retry). A target that hangs occupies
 one worker for at most ``timeout`` seconds per attempt.
 
 Retried: connection errors, timeouts, 408, 425, 429 and 5xx. Given up at once:
-other 4xx (the request will not get better). Waits double from ``base_delay``
+other 4xx and 3xx (redirects are never followed), and a target the address
+policy refuses (:mod:`.targets`, checked again on every attempt: addresses change). Waits double from ``base_delay``
 up to ``max_delay``, with up to 30% jitter (seed 000, exercise 2); a
 ``Retry-After`` header wins when it is shorter than ``max_delay``.
 """
@@ -15,20 +16,21 @@ up to ``max_delay``, with up to 30% jitter (seed 000, exercise 2); a
 from __future__ import annotations
 
 import heapq
+import http.client
 import itertools
 import json
 import logging
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from .alerts import AlertEvent
-from .rules import WebhookTarget
+from .rules import BudgetError, WebhookTarget
+from .targets import TargetPolicy, UnresolvedTarget, check_url, connect_pinned
 from .windows import Clock, system_clock
 
 __all__ = ["Deliverer", "DeliveryAttempt", "HttpResult", "post", "webhook_body"]
@@ -36,6 +38,7 @@ __all__ = ["Deliverer", "DeliveryAttempt", "HttpResult", "post", "webhook_body"]
 log = logging.getLogger(__name__)
 
 _RETRYABLE = {408, 425, 429}
+_MAX_ANSWER = 64 * 1024
 
 
 def webhook_body(event: AlertEvent, fmt: str) -> bytes:
@@ -46,33 +49,50 @@ def webhook_body(event: AlertEvent, fmt: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class HttpResult:
-    status: int | None  # None: no HTTP answer (timeout, refused, DNS)
+    status: int | None  # None: no HTTP answer (timeout, refused, DNS, or the address policy)
     detail: str
     retry_after: float | None = None
+    refused: bool = False  # the address policy refused the target: no retry can succeed
 
 
-def post(url: str, body: bytes, timeout: float) -> HttpResult:
-    """POST JSON with the standard library; never raises."""
-    req = urllib.request.Request(
-        url, data=body, method="POST", headers={"Content-Type": "application/json", "User-Agent": "turnledger-alerts"}
-    )
+def _retry_after(value: str | None) -> float | None:
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return HttpResult(resp.status, f"HTTP {resp.status}")
-    except urllib.error.HTTPError as exc:
-        after = exc.headers.get("Retry-After") if exc.headers else None
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def post(url: str, body: bytes, timeout: float, policy: TargetPolicy) -> HttpResult:
+    """POST JSON to a target the policy allows, at the address it checked; never raises.
+
+    Redirects are not followed: a 3xx is answered as it is (the Location named), and,
+    being neither 2xx nor retryable, it is a failure the deliverer does not retry.
+    """
+    try:
+        target = check_url(url, policy)
+    except UnresolvedTarget as exc:  # DNS may come back: retried
+        return HttpResult(None, f"connection failed: {exc}")
+    except BudgetError as exc:  # a forbidden address, or a URL it cannot check: no retry will help
+        return HttpResult(None, f"refused: {exc}", refused=True)
+    headers = {"Content-Type": "application/json", "User-Agent": "turnledger-alerts"}
+    try:
+        conn = connect_pinned(target, timeout)
         try:
-            retry_after = float(after) if after else None
-        except ValueError:
-            retry_after = None
-        return HttpResult(exc.code, f"HTTP {exc.code} {exc.reason}", retry_after)
+            conn.request("POST", target.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            resp.read(_MAX_ANSWER)  # the answer is not used; reading a little lets the server finish cleanly
+        finally:
+            conn.close()
     except TimeoutError:
         return HttpResult(None, f"no answer within {timeout:g}s")
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, TimeoutError):
-            return HttpResult(None, f"no answer within {timeout:g}s")
-        return HttpResult(None, f"connection failed: {reason}")
+    except (http.client.HTTPException, OSError) as exc:
+        return HttpResult(None, f"connection failed: {exc or type(exc).__name__}")
+    status, reason = resp.status, resp.reason
+    if 300 <= status < 400:
+        where = (resp.getheader("Location") or "(no Location)")[:200]
+        return HttpResult(status, f"HTTP {status} {reason}: redirect to {where!r} not followed")
+    detail = f"HTTP {status}" if status < 400 else f"HTTP {status} {reason}"
+    return HttpResult(status, detail, _retry_after(resp.getheader("Retry-After")) if status >= 400 else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +123,8 @@ class Deliverer:
     """A schedule of webhook POSTs worked off by daemon threads.
 
     ``record`` is called (on a worker thread) after every attempt; ``send`` is
-    the HTTP call (:func:`post` by default, injectable for tests).
+    the HTTP call (:func:`post` under ``policy`` by default, injectable for tests);
+    ``policy`` defaults to ``TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS`` (else public targets only).
     """
 
     def __init__(
@@ -116,15 +137,18 @@ class Deliverer:
         max_delay: float = 30.0,
         timeout: float = 5.0,
         clock: Clock = system_clock,
-        send: Callable[[str, bytes, float], HttpResult] = post,
+        send: Callable[[str, bytes, float], HttpResult] | None = None,
         rng: random.Random | None = None,
+        policy: TargetPolicy | None = None,
     ) -> None:
         if max_attempts < 1 or workers < 1:
             raise ValueError(f"workers={workers!r} and max_attempts={max_attempts!r} must be at least 1")
         self.record = record
         self.workers, self.max_attempts = workers, max_attempts
         self.base_delay, self.max_delay, self.timeout = base_delay, max_delay, timeout
-        self.clock, self.send = clock, send
+        self.policy = policy if policy is not None else TargetPolicy.from_settings()
+        self.clock = clock
+        self.send = send if send is not None else partial(post, policy=self.policy)
         self.rng = rng or random.Random()
         self._heap: list[_Job] = []
         self._seq = itertools.count()
@@ -221,7 +245,9 @@ class Deliverer:
         result = self.send(job.target.url, job.body, self.timeout)
         latency = (time.perf_counter() - t0) * 1000
         ok = result.status is not None and 200 <= result.status < 300
-        retryable = result.status is None or result.status in _RETRYABLE or result.status >= 500
+        retryable = not result.refused and (
+            result.status is None or result.status in _RETRYABLE or result.status >= 500
+        )
         again = not ok and retryable and job.attempt < self.max_attempts
         detail = result.detail
         if again:

@@ -36,6 +36,7 @@ from .store import (
     new_rule_id,
     remove_rule,
 )
+from .targets import TargetPolicy, check_new_targets
 from .windows import Clock, system_clock
 
 __all__ = [
@@ -166,9 +167,14 @@ def rule_from_request(body: Mapping[str, Any]) -> Rule:
     )
 
 
-def add_budget(con: duckdb.DuckDBPyConnection, rule: Rule | Mapping[str, Any]) -> dict[str, Any]:
-    """Store a new rule; the stored rule with its one-line description."""
-    stored = add_rule(con, rule if isinstance(rule, Rule) else rule_from_request(rule))
+def add_budget(
+    con: duckdb.DuckDBPyConnection, rule: Rule | Mapping[str, Any], policy: TargetPolicy | None = None
+) -> dict[str, Any]:
+    """Store a new rule whose webhooks ``policy`` allows (default: the settings'); the stored
+    rule with its one-line description."""
+    rule = rule if isinstance(rule, Rule) else rule_from_request(rule)
+    check_new_targets(rule.webhooks, policy or TargetPolicy.from_settings())
+    stored = add_rule(con, rule)
     return jsonable(_rule_doc(stored))
 
 

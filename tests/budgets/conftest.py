@@ -72,7 +72,7 @@ class Receiver:
     url: str
     received: list[Received] = field(default_factory=list)
     # path -> list of statuses to answer in turn (then 200); "hang" blocks until `release` is set;
-    # "slow:S" answers 200 after S seconds (recorded when the answer goes out)
+    # "slow:S" answers 200 after S seconds (recorded when the answer goes out); "redirect:URL" a 302 there
     script: dict[str, list[int | str]] = field(default_factory=dict)
     release: threading.Event = field(default_factory=threading.Event)
     hanging: threading.Event = field(default_factory=threading.Event)
@@ -93,12 +93,21 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1; loopback targets are allowed while it runs (as `turnledger up` does)."""
+    monkeypatch.setenv("TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS", "1")
     state = Receiver(url="")
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:  # keep test output clean
             pass
+
+        def do_GET(self) -> None:  # what a client following a 302 sends: recorded, so a test can see it
+            with state.lock:
+                state.received.append(Received(self.path, {}, time.monotonic()))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -116,7 +125,11 @@ def receiver() -> Iterator[Receiver]:
                 with state.lock:
                     state.received.append(Received(self.path, body, time.monotonic()))
                 step = 200
-            self.send_response(int(step))
+            if isinstance(step, str) and step.startswith("redirect:"):
+                self.send_response(302)
+                self.send_header("Location", step.removeprefix("redirect:"))
+            else:
+                self.send_response(int(step))
             self.send_header("Content-Length", "0")
             self.end_headers()
 

@@ -6,6 +6,9 @@ read-only afterwards (by the tests, AppTest and the browser test's server).
 
 from __future__ import annotations
 
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -60,3 +63,17 @@ def rows():  # type: ignore[no-untyped-def]
             con.close()
 
     return _rows
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until the Streamlit server at ``url`` answers its health check (``timeout`` is a hang guard only)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"streamlit did not start (exit code {proc.poll()})") from None
+            time.sleep(0.2)

@@ -10,8 +10,6 @@ numbers and charts, and photographed into ``test-output/screenshots/``.
 from __future__ import annotations
 
 import socket
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from collector.cli.dashboard import start_dashboard
 from dashboard.ui import count, pct, usd
 from ledger import queries as q
 
-from .conftest import FIVE_TURN, HOSTILE
+from .conftest import FIVE_TURN, HOSTILE, wait_healthy
 from .scenarios import EXFIL_HOST
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -49,16 +47,7 @@ def base_url(extended_db: Path) -> Iterator[str]:
     proc = start_dashboard(db=extended_db, port=port)  # as `turnledger dashboard` and `up` start it
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"streamlit did not start (exit code {proc.poll()})") from None
-                time.sleep(0.2)
+        wait_healthy(url, proc)
         yield url
     finally:
         proc.terminate()
