@@ -211,8 +211,13 @@ class SourceSpec:
 
 
 def source_spec(db: Path | str | None = None, server: str | None = None) -> SourceSpec:
-    """A server if one is given (argument or TURNLEDGER_SERVER), else the ledger file."""
-    url = server or settings.server_url()
+    """Where to read: a server given as an argument, else a file given as one, else
+    TURNLEDGER_SERVER, else the ledger file (TURNLEDGER_DB or ./turnledger.duckdb).
+
+    What the user typed beats the environment, so ``--db x.duckdb`` reads that file even
+    in a shell where TURNLEDGER_SERVER is set.
+    """
+    url = server or (None if db else settings.server_url())
     if url:
         return SourceSpec("server", url.rstrip("/"), settings.token())
     return SourceSpec("file", str(Path(db) if db else settings.db_path()))

@@ -35,14 +35,14 @@ def add_db(p: argparse.ArgumentParser, help_extra: str = "") -> None:
     )
 
 
-def add_source(p: argparse.ArgumentParser) -> None:
-    """``--db`` and ``--server``: a read command works on the file or through a running collector."""
-    add_db(p, "; read-only")
+def add_source(p: argparse.ArgumentParser, *, read_only: bool = True) -> None:
+    """``--db`` and ``--server``: a command works on the file or through a running collector."""
+    add_db(p, "; opened read-only" if read_only else "")
     p.add_argument(
         "--server",
         metavar="URL",
         default=None,
-        help="read through a running `turnledger serve`/`up` at URL instead of the file (default: "
+        help="go through a running `turnledger serve`/`up` at URL instead of the file (default without --db: "
         "$TURNLEDGER_SERVER; $TURNLEDGER_TOKEN is sent if set). Use it while a collector holds the file",
     )
 

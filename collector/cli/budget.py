@@ -5,8 +5,8 @@ Plugged into ``collector.cli`` (it calls ``add_budget``/``cmd_budget`` and
 open the file read-only; writing ones need it free.
 
 While ``turnledger serve`` runs it owns the file (DuckDB allows one writing
-process, and no reader beside it). With ``TURNLEDGER_SERVER`` set (and no
-``--db``), every command goes through the server's API instead
+process, and no reader beside it). With ``--server URL`` (or TURNLEDGER_SERVER
+and no ``--db``), every command goes through the server's API instead
 (:class:`collector.client.ServerClient`); without it, a held file is an error
 that says so. Both paths print the same documents (:mod:`ledger.budgets.service`).
 """
@@ -15,21 +15,12 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
-from pathlib import Path
 
 from ledger.budgets.rules import METRICS, WINDOWS
 
+from .args import add_source
+
 __all__ = ["add_alerts", "add_budget", "cmd_alerts", "cmd_budget"]
-
-
-def _db(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--db",
-        type=Path,
-        default=None,
-        help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb); without --db and with "
-        "$TURNLEDGER_SERVER set, the running server's API is used instead",
-    )
 
 
 def _json_flag(p: argparse.ArgumentParser) -> None:
@@ -64,20 +55,20 @@ def add_budget(p: argparse.ArgumentParser) -> None:
     a.add_argument(
         "--slack", action="append", default=[], metavar="URL", help="POST a Slack {text} alert here (repeat)"
     )
-    _db(a)
+    add_source(a, read_only=False)
 
     ls = sub.add_parser("list", help="every rule with its current value and level")
     _json_flag(ls)
-    _db(ls)
+    add_source(ls)
 
     sh = sub.add_parser("show", help="one rule: figures, projection and recent alerts")
     sh.add_argument("budget", metavar="NAME_OR_ID")
     _json_flag(sh)
-    _db(sh)
+    add_source(sh)
 
     rm = sub.add_parser("rm", help="remove a rule (its alert history stays)")
     rm.add_argument("budget", metavar="NAME_OR_ID")
-    _db(rm)
+    add_source(rm, read_only=False)
 
     ck = sub.add_parser(
         "check",
@@ -87,14 +78,14 @@ def add_budget(p: argparse.ArgumentParser) -> None:
     for name in ("tenant", "agent", "model", "call-site", "trace"):
         ck.add_argument(f"--{name}", default=None)
     _json_flag(ck)
-    _db(ck)
+    add_source(ck)
 
     sw = sub.add_parser(
         "sweep",
         help="evaluate every rule now, record alerts and send webhooks (what the server does periodically)",
     )
     sw.add_argument("--wait", type=float, default=10.0, help="seconds to wait for webhook deliveries (default 10)")
-    _db(sw)
+    add_source(sw, read_only=False)
 
 
 def cmd_budget(a: argparse.Namespace) -> int:
@@ -112,7 +103,7 @@ def add_alerts(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
     p.add_argument("--deliveries", action="store_true", help="list every delivery attempt under each alert")
     _json_flag(p)
-    _db(p)
+    add_source(p)
 
 
 def cmd_alerts(a: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """What ``turnledger budget ...`` and ``turnledger alerts`` do (their parsers are in :mod:`.budget`).
 
-On the file, through :mod:`ledger.budgets.service`; with ``TURNLEDGER_SERVER`` set
-(and no ``--db``), through the running server's API. Both print the same documents.
+On the file, through :mod:`ledger.budgets.service`; with ``--server`` (or
+``TURNLEDGER_SERVER`` and no ``--db``), through the running server's API. Both
+print the same documents.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ from ledger.budgets.service import (
     sweep_doc,
 )
 from ledger.budgets.windows import system_clock
-from ledger.errors import TurnledgerError
 from ledger.schema import pending_migrations
-from ledger.settings import db_path, server_url
+from ledger.settings import db_path
+from ledger.sources import source_spec
 from ledger.store import open_ledger
 
 __all__ = ["run_alerts", "run_budget"]
@@ -46,35 +47,20 @@ def _print_json(value: Any) -> None:
 
 # --- where the ledger is: the file, or a running server ----------------------------------------
 def _client(a: argparse.Namespace) -> ServerClient | None:
-    """Through the server when ``TURNLEDGER_SERVER`` is set and no ``--db`` was given."""
-    url = server_url()
-    return ServerClient(url) if url and a.db is None else None
-
-
-def _held(path: Path | None, exc: TurnledgerError) -> TurnledgerError:
-    """A clearer message when a running ``turnledger serve`` holds the file's lock."""
-    if "lock" not in str(exc).lower():
-        return exc
-    return TurnledgerError(
-        f"the ledger {str(path or db_path())!r} is held by a running `turnledger serve` (DuckDB allows one "
-        "writing process). Either stop the server, or go through its API: set TURNLEDGER_SERVER to its URL "
-        "(e.g. TURNLEDGER_SERVER=http://127.0.0.1:4318) and run this command again without --db."
-    )
+    """Through the server ``--server``/TURNLEDGER_SERVER names (``ledger.sources.source_spec``), else None;
+    which one is used is announced on stderr, as the other read commands do."""
+    spec = source_spec(a.db, a.server)
+    print(f"turnledger: {spec.kind} {spec.location}", file=sys.stderr)
+    return ServerClient(spec.location, spec.token) if spec.kind == "server" else None
 
 
 def _write(path: Path | None) -> duckdb.DuckDBPyConnection:
-    try:
-        return open_ledger(path)
-    except TurnledgerError as exc:
-        raise _held(path, exc) from None
+    return open_ledger(path)  # a held file: LedgerBusy, saying how to go through the server
 
 
 def _read(path: Path | None) -> duckdb.DuckDBPyConnection:
     """Read-only, unless the file predates the budget tables' current shape (then migrate it)."""
-    try:
-        con = open_ledger(path, read_only=True)
-    except TurnledgerError as exc:
-        raise _held(path, exc) from None
+    con = open_ledger(path, read_only=True)
     if pending_migrations(con):
         con.close()
         con = _write(path)

@@ -109,8 +109,10 @@ def test_source_choice_server_first_then_file(monkeypatch, tmp_path):
     assert source_spec(tmp_path / "arg.duckdb").location == str(tmp_path / "arg.duckdb")
     monkeypatch.setenv("TURNLEDGER_SERVER", "http://127.0.0.1:4318/")
     monkeypatch.setenv("TURNLEDGER_TOKEN", "t0k")
-    spec = source_spec(tmp_path / "arg.duckdb")
+    spec = source_spec()
     assert (spec.kind, spec.location, spec.token) == ("server", "http://127.0.0.1:4318", "t0k")
+    assert source_spec(tmp_path / "arg.duckdb").kind == "file"  # an explicit --db beats the environment
+    assert source_spec(tmp_path / "arg.duckdb", "http://10.0.0.5:4318").location == "http://10.0.0.5:4318"
     assert parse_app_args(["--db", "x.duckdb", "--unknown"]).db == Path("x.duckdb")
 
 
