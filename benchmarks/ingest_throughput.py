@@ -47,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,7 +61,7 @@ import ledger.ingest as li  # noqa: E402
 import ledger.runs as lruns  # noqa: E402
 import ledger.write as lw  # noqa: E402
 from benchmarks.agent_workload import encode_protobuf, workload  # noqa: E402
-from benchmarks.grpc_export import export_grpc, serves_grpc  # noqa: E402
+from benchmarks.exporters import export_grpc, export_http, serves_grpc  # noqa: E402
 from collector.cli.serve import DEFAULT_DECODE_WORKERS  # noqa: E402
 from collector.otlp import decode_protobuf  # noqa: E402
 from ledger.rows import default_prices  # noqa: E402
@@ -208,44 +207,6 @@ class EndToEnd:
     cpu_us_per_span: float  # server and decoder workers, from the first POST to the end
 
 
-def _export(port: int, bodies: list[bytes], connections: int) -> int:
-    """POST every body over ``connections`` keep-alive connections, each waiting for its
-    200 before its next request (as the SDK's exporter does); returns the 429/503 back-offs."""
-    work = list(bodies)
-    lock = threading.Lock()
-    throttled = [0]
-    errors: list[str] = []
-
-    def exporter() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        while True:
-            with lock:
-                if not work:
-                    return
-                body = work.pop(0)
-            while True:
-                conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"})
-                r = conn.getresponse()
-                r.read()
-                if r.status == 200:
-                    break
-                if r.status in (429, 503):
-                    throttled[0] += 1
-                    time.sleep(float(r.getheader("Retry-After", "1")))
-                    continue
-                errors.append(f"HTTP {r.status}")
-                return
-
-    threads = [threading.Thread(target=exporter) for _ in range(connections)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError(f"export failed: {errors[:3]}")
-    return throttled[0]
-
-
 @lru_cache(maxsize=1)
 def _warm_up_bodies() -> tuple[list[bytes], int]:
     spans, runs = workload(4 * BATCH, content=False, seed=99)  # other trace ids than the measured ones
@@ -275,7 +236,7 @@ def end_to_end(
     grpc_port = _free_port()
     if serves_grpc(tree):
         options += ["--grpc-port", str(grpc_port)]
-    send = _export if protocol == "http" else export_grpc
+    send = export_http if protocol == "http" else export_grpc
     target = port if protocol == "http" else grpc_port
     server = subprocess.Popen(
         [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db), *options],

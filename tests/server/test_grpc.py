@@ -276,3 +276,12 @@ def test_duplicates_over_grpc_are_charged_once(grpc_traced_conversations, which)
     assert charges == [expected(u) for u in USAGES]
     assert run == (len(USAGES), sum((sum(expected(u).usd) for u in USAGES), Decimal(0)))
     assert copies == (len(USAGES) * (1 if which == "none" else 2),)  # every copy kept, one charged
+
+
+def test_the_readme_environment_points_an_sdk_exporter_at_grpc_with_the_token(make_server, monkeypatch):
+    server = make_server(grpc_port=0, token=TOKEN)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", server.grpc_url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"authorization=Bearer%20{TOKEN}")
+    exporter = GrpcExporter()  # everything from the environment, as the README sets it
+    assert exporter.export(_agent_spans("agent-env")) is SpanExportResult.SUCCESS
+    assert len(_ledger_charges(server, "agent-env")) == len(CALLS)
