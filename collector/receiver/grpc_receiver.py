@@ -86,7 +86,6 @@ class GrpcReceiver:
             self.port = self._server.add_insecure_port(address)
         except RuntimeError as exc:  # grpcio's way of saying the address is taken or invalid
             raise GrpcBindError(f"cannot listen for OTLP/gRPC on {address}: {exc}") from None
-        self.host = host
 
     def start(self) -> None:
         self._server.start()
@@ -98,7 +97,7 @@ class GrpcReceiver:
     def _export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         c = self._collector
         metadata = dict(context.invocation_metadata())
-        if not routes.authorized(c.config.token, _text(metadata.get("authorization"))):
+        if not routes.authorized(c.config.token, metadata.get("authorization")):  # gRPC keeps keys lowercase
             reply = routes.otlp_error(PROTOBUF, 401, routes.UNAUTHORIZED)
         else:
             try:
@@ -110,10 +109,6 @@ class GrpcReceiver:
             return reply.body
         _abort(context, reply)
         raise AssertionError("unreachable: abort raises")
-
-
-def _text(value: str | bytes | None) -> str | None:
-    return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
 def _abort(context: grpc.ServicerContext, reply: Reply) -> None:
