@@ -8,7 +8,8 @@ as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
 * **end to end**: a real ``turnledger serve`` process on a fresh ledger, fed
   over HTTP by 8 keep-alive connections (8 exporters, each waiting for its
   200 before its next request, as the SDK's BatchSpanProcessor does), and by
-  32; timed from the first POST until a named query through the API counts
+  32; and over OTLP/gRPC by 8 channels (each waiting for its ``Export`` call's
+  answer), alternating rounds with HTTP, with the gRPC / HTTP ratio; timed from the first POST until a named query through the API counts
   every run (a 200 is only sent once its spans are committed; runs rows may
   trail them by up to half a second under load, and that wait is included).
   With the default decoder processes (one per core), with one, and with
@@ -26,7 +27,9 @@ as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
 * where ``ledger.ingest`` spends its time (same batches, in process).
 
 Usage: ``python benchmarks/ingest_throughput.py [--spans N] [--content-spans N] [--repeats N]``;
-``--baseline TREE`` instead compares end to end with another checkout's server, alternating.
+``--baseline TREE`` instead compares end to end with another checkout's server, alternating
+(over HTTP, and over gRPC where that checkout serves it; this one's gRPC is also put beside
+the baseline's HTTP).
 On a shared 2-core machine runs of the same code differ by up to a quarter: use
 ``--repeats 3`` for figures to compare across runs (medians, with their ranges).
 Figures from one run are comparable with each other; the machine's load is printed.
@@ -44,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +61,7 @@ import ledger.ingest as li  # noqa: E402
 import ledger.runs as lruns  # noqa: E402
 import ledger.write as lw  # noqa: E402
 from benchmarks.agent_workload import encode_protobuf, workload  # noqa: E402
+from benchmarks.exporters import export_grpc, export_http, serves_grpc  # noqa: E402
 from collector.cli.serve import DEFAULT_DECODE_WORKERS  # noqa: E402
 from collector.otlp import decode_protobuf  # noqa: E402
 from ledger.rows import default_prices  # noqa: E402
@@ -204,44 +207,6 @@ class EndToEnd:
     cpu_us_per_span: float  # server and decoder workers, from the first POST to the end
 
 
-def _export(port: int, bodies: list[bytes], connections: int) -> int:
-    """POST every body over ``connections`` keep-alive connections, each waiting for its
-    200 before its next request (as the SDK's exporter does); returns the 429/503 back-offs."""
-    work = list(bodies)
-    lock = threading.Lock()
-    throttled = [0]
-    errors: list[str] = []
-
-    def exporter() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        while True:
-            with lock:
-                if not work:
-                    return
-                body = work.pop(0)
-            while True:
-                conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"})
-                r = conn.getresponse()
-                r.read()
-                if r.status == 200:
-                    break
-                if r.status in (429, 503):
-                    throttled[0] += 1
-                    time.sleep(float(r.getheader("Retry-After", "1")))
-                    continue
-                errors.append(f"HTTP {r.status}")
-                return
-
-    threads = [threading.Thread(target=exporter) for _ in range(connections)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise RuntimeError(f"export failed: {errors[:3]}")
-    return throttled[0]
-
-
 @lru_cache(maxsize=1)
 def _warm_up_bodies() -> tuple[list[bytes], int]:
     spans, runs = workload(4 * BATCH, content=False, seed=99)  # other trace ids than the measured ones
@@ -257,15 +222,22 @@ def end_to_end(
     workers: int | None = None,
     connections: int = 8,
     tree: Path = ROOT,
+    protocol: str = "http",
 ) -> EndToEnd:
     """Stream every body through a fresh ``turnledger serve`` and wait until it is all queryable.
 
     ``workers``: the server's --decode-workers (None: its default). ``tree``: the source
     tree the server runs from (another checkout of turnledger, with this one's packages).
+    ``protocol``: ``http`` or ``grpc`` (a server that serves gRPC listens on both, as deployed).
     """
     port = _free_port()
     db = folder / f"e2e-{workers}-{connections}-{time.monotonic_ns()}.duckdb"
     options = [] if workers is None else ["--decode-workers", str(workers)]
+    grpc_port = _free_port()
+    if serves_grpc(tree):
+        options += ["--grpc-port", str(grpc_port)]
+    send = export_http if protocol == "http" else export_grpc
+    target = port if protocol == "http" else grpc_port
     server = subprocess.Popen(
         [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db), *options],
         cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -286,10 +258,10 @@ def end_to_end(
         # Sustained throughput: the decoder processes import and warm up first, on a
         # few requests of other traces (their runs are counted in the wait below).
         warm_bodies, warm_runs = _warm_up_bodies()
-        _export(port, warm_bodies, len(warm_bodies))
+        send(target, warm_bodies, len(warm_bodies))
         cpu0 = _cpu_seconds(server.pid)
         t0 = time.perf_counter()
-        throttled = _export(port, bodies, connections)
+        throttled = send(target, bodies, connections)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         while True:  # queryable: the API's run count covers every run sent
             conn.request("GET", "/api/query/cost_per_run?format=json")
@@ -315,7 +287,20 @@ def median_end_to_end(
     repeats: int, bodies: list[bytes], n: int, runs: int, folder: Path, **options: Any
 ) -> tuple[EndToEnd, str]:
     """The median of ``repeats`` end-to-end runs (by rate), and their range as text when there are several."""
-    tries = sorted((end_to_end(bodies, n, runs, folder, **options) for _ in range(repeats)), key=lambda r: r.rate)
+    return _median_and_spread([end_to_end(bodies, n, runs, folder, **options) for _ in range(repeats)])
+
+
+def http_and_grpc(repeats: int, bodies: list[bytes], n: int, runs: int, folder: Path) -> dict[str, list[EndToEnd]]:
+    """Default end-to-end runs over HTTP and over gRPC, alternating rounds (the machine's load drifts)."""
+    tries: dict[str, list[EndToEnd]] = {"http": [], "grpc": []}
+    for _ in range(max(1, repeats)):
+        for protocol, done in tries.items():
+            done.append(end_to_end(bodies, n, runs, folder, protocol=protocol))
+    return tries
+
+
+def _median_and_spread(tries: list[EndToEnd]) -> tuple[EndToEnd, str]:
+    tries = sorted(tries, key=lambda r: r.rate)
     spread = f"  ({tries[0].rate:,.0f}–{tries[-1].rate:,.0f})" if len(tries) > 1 else ""
     return tries[(len(tries) - 1) // 2], spread  # the lower median when even
 
@@ -362,7 +347,8 @@ def main() -> None:
             decode, decode_rows = decode_rates(bodies, n)
             raw = raw_insert_rate(bodies, n, folder)
             trial = (a.repeats, bodies, n, runs, folder)
-            default, default_spread = median_end_to_end(*trial)
+            both = http_and_grpc(*trial)
+            (default, default_spread), over_grpc = _median_and_spread(both["http"]), _median_and_spread(both["grpc"])
             wide = median_end_to_end(*trial, connections=32)
             one_worker = median_end_to_end(*trial, workers=1)
             in_threads = median_end_to_end(*trial, workers=0)
@@ -373,13 +359,17 @@ def main() -> None:
                     f"end to end through HTTP (POST -> queryable), {DEFAULT_DECODE_WORKERS} decoder(s)",
                     (default, default_spread),
                 ),
-                ("  same, 32 exporters instead of 8", wide),
+                (f"end to end through gRPC (Export -> queryable), {DEFAULT_DECODE_WORKERS} decoder(s)", over_grpc),
+                ("  same through HTTP, 32 exporters instead of 8", wide),
                 ("  same, 1 decoder process", one_worker),
                 ("  same, rows built on request threads (workers 0)", in_threads),
             ]
-            print(f"  {'':50s} {'spans/s':>10s}   CPU µs/span (server + decoders)")
+            print(f"  {'':60s} {'spans/s':>10s}   CPU µs/span (server + decoders)")
             for name, (run, spread) in e2e:
-                print(f"  {name:50s} {run.rate:>10,.0f}   {run.cpu_us_per_span:6.1f}{spread}")
+                print(f"  {name:60s} {run.rate:>10,.0f}   {run.cpu_us_per_span:6.1f}{spread}")
+            ratios = sorted(g.rate / h.rate for g, h in zip(both["grpc"], both["http"], strict=True))
+            print(f"  {'gRPC / HTTP (alternating rounds)':60s} {'x' + format(over_grpc[0].rate / default.rate, '.3f'):>10s}"
+                  f"   per round x{ratios[0]:.3f}–x{ratios[-1]:.3f}")  # fmt: skip
             for name, rate in [
                 ("decode only (protobuf -> span records)", decode),
                 ("decode into ledger rows (Arrow, nothing stored)", decode_rows),
@@ -418,15 +408,21 @@ def compare_with(baseline: Path, spans: int, content_spans: int, rounds: int) ->
             workload_spans, runs = workload(n_wanted, content)
             n = len(workload_spans)
             bodies = [encode_protobuf(workload_spans[i : i + BATCH]) for i in range(0, n, BATCH)]
-            rates: dict[str, list[float]] = {"baseline": [], "current": []}
+            setups = [("baseline", baseline, "http"), ("current", ROOT, "http"), ("current gRPC", ROOT, "grpc")]
+            if serves_grpc(baseline):
+                setups.insert(1, ("baseline gRPC", baseline, "grpc"))
+            rates: dict[str, list[float]] = {name: [] for name, _, _ in setups}
             for _ in range(max(1, rounds)):
-                for name, tree in (("baseline", baseline), ("current", ROOT)):
-                    rates[name].append(end_to_end(bodies, n, runs, folder, tree=tree).rate)
+                for name, tree, protocol in setups:
+                    rates[name].append(end_to_end(bodies, n, runs, folder, tree=tree, protocol=protocol).rate)
             mid = {k: statistics.median(v) for k, v in rates.items()}
             print(f"## {label}: {n:,} spans, {rounds} alternating round(s)")
             for name, values in rates.items():
-                print(f"  {name:9s} median {mid[name]:>9,.0f} spans/s  (range {min(values):,.0f}–{max(values):,.0f})")
-            print(f"  current / baseline: x{mid['current'] / mid['baseline']:.3f}")
+                print(f"  {name:13s} median {mid[name]:>9,.0f} spans/s  (range {min(values):,.0f}–{max(values):,.0f})")
+            print(f"  current / baseline (HTTP): x{mid['current'] / mid['baseline']:.3f}")
+            if "baseline gRPC" in mid:
+                print(f"  current / baseline (gRPC): x{mid['current gRPC'] / mid['baseline gRPC']:.3f}")
+            print(f"  current gRPC / baseline HTTP: x{mid['current gRPC'] / mid['baseline']:.3f}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collector.receiver.defaults import DEFAULT_HOST, DEFAULT_PORT, MiB
+from collector.receiver.defaults import DEFAULT_GRPC_PORT, DEFAULT_HOST, DEFAULT_PORT, MiB
 from ledger.errors import MalformedInput, TurnledgerError
 from ledger.exposure import dashboard_login, is_loopback, oidc_configured
 from ledger.settings import ALLOW_PRIVATE_WEBHOOKS, dashboard_password, db_path, prices_file, token
@@ -51,11 +51,19 @@ DEFAULT_DECODE_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 
 def add_serve(p: argparse.ArgumentParser) -> None:
-    """Run the OTLP/HTTP collector and query API (the single writer of the ledger)."""
+    """Run the OTLP/HTTP and OTLP/gRPC collector and query API (the single writer of the ledger)."""
     p.add_argument(
         "--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this machine only)"
     )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}, the OTLP/HTTP port)")
+    grpc = p.add_mutually_exclusive_group()
+    grpc.add_argument(
+        "--grpc-port",
+        type=int,
+        default=DEFAULT_GRPC_PORT,
+        help=f"OTLP/gRPC port on the same address (default {DEFAULT_GRPC_PORT}, the OTLP/gRPC port; 0: any free port)",
+    )
+    grpc.add_argument("--no-grpc", action="store_true", help="serve OTLP/HTTP only")
     p.add_argument("--prices", type=Path, default=None, help="price override TOML (default: $TURNLEDGER_PRICES)")
     p.add_argument("--max-body-mb", type=float, default=16.0, help="largest request body accepted, MiB (default 16)")
     p.add_argument(
@@ -80,7 +88,8 @@ def add_serve(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
     _allow_private_webhooks(p)
     p.epilog = (
-        "Set TURNLEDGER_TOKEN to require `Authorization: Bearer <token>` on ingest, queries and budget routes. "
+        "Set TURNLEDGER_TOKEN to require `Authorization: Bearer <token>` on ingest (gRPC: the `authorization` "
+        "metadata), queries and budget routes. "
         "While it runs, set TURNLEDGER_SERVER to its URL so `turnledger budget` and `turnledger alerts` go through it."
     )
 
@@ -141,10 +150,17 @@ def _config(a: argparse.Namespace) -> ServerConfig:
     try:
         prices = PriceBook.default(a.prices or prices_file())
     except OSError as exc:
+        from collector.receiver.grpc_receiver import GrpcBindError
+
+        if isinstance(exc, GrpcBindError):
+            raise TurnledgerError(
+                f"{exc}. Is another collector running? Choose another --grpc-port, or --no-grpc."
+            ) from None
         raise TurnledgerError(f"cannot read price file: {exc}") from None
     return ServerConfig(
         host=a.host,
         port=a.port,
+        grpc_port=None if a.no_grpc else a.grpc_port,
         db=a.db or db_path(),
         token=token(),
         max_body_bytes=int(a.max_body_mb * MiB),
@@ -221,6 +237,11 @@ def cmd_serve(a: argparse.Namespace) -> int:
     server = _start(config, a.sweep_interval, webhook_policy(a, local_default=False)).start()
     print(f"turnledger collector listening on {server.url} (ledger {server.db_path})", flush=True)
     print(f"  point an agent at it: OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
+    if server.grpc_url:
+        print(
+            f"  or over OTLP/gRPC:    OTEL_EXPORTER_OTLP_ENDPOINT={server.grpc_url} OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+            flush=True,
+        )
     print(f"  budgets and alerts while it runs: TURNLEDGER_SERVER={server.url} turnledger budget list", flush=True)
     print("  Ctrl-C stops it.", flush=True)
     try:
@@ -278,6 +299,8 @@ def cmd_up(a: argparse.Namespace) -> int:
             print(f"  dashboard  {dashboard_url}", flush=True)
         print(f"  collector  {server.url}  (ledger {server.db_path})", flush=True)
         print(f"  point an agent at it:  export OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
+        if server.grpc_url:
+            print(f"  or over OTLP/gRPC:     {server.grpc_url}  (OTEL_EXPORTER_OTLP_PROTOCOL=grpc)", flush=True)
         print(f"  budgets and alerts:    export TURNLEDGER_SERVER={server.url}", flush=True)
         print("  Ctrl-C stops " + ("both." if dashboard else "it."), flush=True)
 

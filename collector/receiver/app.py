@@ -239,19 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
                 message = f"body of {length} bytes exceeds the {cfg.max_body_bytes}-byte limit"
                 self._send(routes.otlp_error(kind, 413, message))
                 return
-        if not c.decode_slots.acquire(timeout=10):
-            self._send(
-                routes.otlp_error(kind, 503, "collector is busy decoding other requests", retry_after=1, close=True)
-            )
-            return
-        try:
-            with c.writer.incoming():
-                outcome = routes.submit(
-                    c, kind, lambda: self._read_body(cfg.max_body_bytes), self.headers.get("Content-Encoding")
-                )
-        finally:
-            c.decode_slots.release()
-        self._send(outcome if isinstance(outcome, Reply) else routes.acknowledge(c, kind, outcome))
+        encoding = self.headers.get("Content-Encoding")
+        self._send(routes.export(c, kind, lambda: self._read_body(cfg.max_body_bytes), encoding))
 
     # --- budgets ----------------------------------------------------------------------------
     def _budget(self, path: str) -> None:

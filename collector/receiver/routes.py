@@ -42,6 +42,7 @@ __all__ = [
     "context",
     "describe_queries",
     "error_reply",
+    "export",
     "healthz",
     "index",
     "json_reply",
@@ -105,7 +106,26 @@ def authorized(token: str | None, authorization: str | None) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
 
 
-# --- POST /v1/traces ------------------------------------------------------------------------
+# --- POST /v1/traces, and OTLP/gRPC TraceService/Export ------------------------------------
+
+_DECODE_SLOT_WAIT_S = 10  # a request waits this long for a decode slot before it is told to retry
+
+
+def export(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encoding: str | None) -> Reply:
+    """One OTLP export from body to answer, whichever transport carried it (OTLP/HTTP or gRPC,
+    after each has checked the token): a decode slot, ``submit``, then the wait for the commit.
+
+    The reply is what OTLP/HTTP sends; the gRPC layer turns a failure's ``google.rpc.Status``
+    body into the call's status.
+    """
+    if not c.decode_slots.acquire(timeout=_DECODE_SLOT_WAIT_S):
+        return otlp_error(kind, 503, "collector is busy decoding other requests", retry_after=1, close=True)
+    try:
+        with c.writer.incoming():
+            outcome = submit(c, kind, read_body, encoding)
+    finally:
+        c.decode_slots.release()
+    return outcome if isinstance(outcome, Reply) else acknowledge(c, kind, outcome)
 
 
 def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encoding: str | None) -> Reply | Ticket:

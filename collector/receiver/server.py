@@ -36,6 +36,8 @@ from .writer import IngestHook, LedgerWriter
 if TYPE_CHECKING:
     from ledger.budgets import Governor
 
+    from .grpc_receiver import GrpcReceiver
+
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "CollectorServer", "ServerConfig"]
 
 _ALERT_GRACE_S = 2.0  # at shutdown, how long alerts of the last batch may take to go out
@@ -47,6 +49,7 @@ class ServerConfig:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    grpc_port: int | None = None  # OTLP/gRPC as well (`turnledger serve`: 4317); 0: a free port; None: off
     db: Path | str | None = None  # default: $TURNLEDGER_DB or ./turnledger.duckdb
     token: str | None = None  # bearer token for ingest and queries (the CLI reads $TURNLEDGER_TOKEN)
     max_body_bytes: int = 16 * MiB  # on the wire; larger → 413
@@ -118,6 +121,16 @@ class CollectorServer:
         except OSError:
             self._close_storage()
             raise
+        self.grpc: GrpcReceiver | None = None
+        if cfg.grpc_port is not None:
+            from .grpc_receiver import GrpcReceiver  # grpcio is imported only when gRPC is on
+
+            try:
+                self.grpc = GrpcReceiver(self, cfg.host, cfg.grpc_port)
+            except OSError:
+                self.httpd.server_close()
+                self._close_storage()
+                raise
         self.started_at = time.monotonic()
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -127,12 +140,27 @@ class CollectorServer:
         host, port = self.httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    @property
+    def grpc_port(self) -> int | None:
+        """The OTLP/gRPC port bound (None: gRPC is off)."""
+        return self.grpc.port if self.grpc is not None else None
+
+    @property
+    def grpc_url(self) -> str | None:
+        """The OTLP/gRPC endpoint as exporters take it (``http://``: no TLS), or None when off."""
+        if self.grpc is None:
+            return None
+        host = self.httpd.server_address[0]
+        return f"http://{host!s}:{self.grpc.port}"
+
     def start(self) -> CollectorServer:
         """Serve on a background thread (and start the budget sweeper); returns self."""
         if self.governor is not None and self.sweep_interval > 0:
             self.governor.start_sweeper(self.con, self.sweep_interval)
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="turnledger-http", daemon=True)
         self._thread.start()
+        if self.grpc is not None:
+            self.grpc.start()
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -140,6 +168,8 @@ class CollectorServer:
         if self._stopped:
             return
         self._stopped = True
+        if self.grpc is not None:  # calls in flight are answered: the writer still runs
+            self.grpc.stop(grace=min(timeout, self.config.ack_timeout_s))
         if self._thread is not None:
             self.httpd.shutdown()
         self.httpd.server_close()

@@ -1,13 +1,15 @@
-"""A third-party agent: the real ``anthropic`` SDK under one PyPI instrumentation, exporting over OTLP/HTTP.
+"""A third-party agent: the real ``anthropic`` SDK under one PyPI instrumentation, exporting over OTLP.
 
 Run as a separate process (each instrumentation patches the SDK for the whole
 process, so they cannot share one):
 
     python instrumented_agent.py {official|traceloop|openinference|none} ANTHROPIC_URL COLLECTOR_URL [TOKEN]
-        [--sdk-tracing] [--capture DIR]
+        [--sdk-tracing] [--capture DIR] [--protocol {http,grpc}]
 
 It holds a three-turn conversation (two plain calls and one streamed) inside a
-root span, exports with the official ``OTLPSpanExporter`` (protobuf) and prints
+root span, exports with the official ``OTLPSpanExporter`` (protobuf; over
+OTLP/HTTP to ``COLLECTOR_URL/v1/traces``, or with ``--protocol grpc`` over
+OTLP/gRPC to ``COLLECTOR_URL``, the token in the ``authorization`` metadata) and prints
 the trace id. A call the API answers with 529 is retried once by the agent
 (the SDK's own retries are off), as applications that count their attempts do.
 
@@ -22,8 +24,8 @@ to post in either order.
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 from pathlib import Path
 
 # Content capture on, and the latest GenAI conventions, for every instrumentation.
@@ -32,10 +34,9 @@ os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
 os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
 
 import anthropic
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 MODEL = "claude-sonnet-5"
@@ -78,6 +79,19 @@ def _create(client: anthropic.Anthropic, kwargs: dict[str, object], stream: bool
     raise AssertionError("unreachable")
 
 
+def exporter(protocol: str, collector_url: str, token: str | None) -> SpanExporter:
+    """The official OTLP exporter for ``protocol``, as an application would configure it."""
+    if protocol == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
+
+        metadata = (("authorization", f"Bearer {token}"),) if token else None
+        return GrpcExporter(endpoint=collector_url, insecure=True, headers=metadata)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
+
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    return HttpExporter(endpoint=f"{collector_url}/v1/traces", headers=headers)
+
+
 def _capture(spans: list[ReadableSpan], folder: str) -> None:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
@@ -96,16 +110,14 @@ def main(
     *,
     sdk_tracing: bool = False,
     capture: str | None = None,
+    protocol: str = "http",
 ) -> None:
-    headers = {"Authorization": f"Bearer {token}"} if token else None
     provider = TracerProvider(resource=Resource.create({"service.name": f"agent-{which}", "tenant.id": "acme"}))
     memory = InMemorySpanExporter()
     if capture:
         provider.add_span_processor(SimpleSpanProcessor(memory))
     else:
-        provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{collector_url}/v1/traces", headers=headers))
-        )
+        provider.add_span_processor(BatchSpanProcessor(exporter(protocol, collector_url, token)))
     if which != "none":
         instrumentor(which).instrument(tracer_provider=provider)
     # Without a tracer provider of its own the SDK traces into the global one, which
@@ -133,8 +145,14 @@ def main(
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    sdk_tracing = "--sdk-tracing" in args
-    capture = args[args.index("--capture") + 1] if "--capture" in args else None
-    positional = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] != "--capture")]
-    main(*positional, sdk_tracing=sdk_tracing, capture=capture)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("which", choices=["official", "traceloop", "openinference", "none"])
+    parser.add_argument("anthropic_url")
+    parser.add_argument("collector_url")
+    parser.add_argument("token", nargs="?")
+    parser.add_argument("--sdk-tracing", action="store_true")
+    parser.add_argument("--capture", metavar="DIR")
+    parser.add_argument("--protocol", choices=["http", "grpc"], default="http")
+    a = parser.parse_args()
+    main(a.which, a.anthropic_url, a.collector_url, a.token, sdk_tracing=a.sdk_tracing, capture=a.capture,
+         protocol=a.protocol)  # fmt: skip

@@ -36,7 +36,7 @@ def test_turnledger_serve_evaluates_budgets_on_ingest_and_the_cli_goes_through_i
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     # No sweep runs during the test, so an alert can only come from evaluation on ingest.
-    proc = start_cli("serve", "--port", str(port), "--db", str(db), "--sweep-interval", "3600")
+    proc = start_cli("serve", "--port", str(port), "--grpc-port", "0", "--db", str(db), "--sweep-interval", "3600")
     try:
         wait_healthy(url)
         # It holds the file: without TURNLEDGER_SERVER the CLI says what to do instead.

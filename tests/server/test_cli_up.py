@@ -58,7 +58,7 @@ def _wait(predicate, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-
 def test_up_starts_both_loads_samples_and_ctrl_c_stops_both(tmp_path):
     db = tmp_path / "ledger.duckdb"
     port, dash = free_port(), free_port()
-    proc = start_cli("up", "--port", str(port), "--dashboard-port", str(dash), "--db", str(db))
+    proc = start_cli("up", "--port", str(port), "--grpc-port", "0", "--dashboard-port", str(dash), "--db", str(db))
     try:
         out = "\n".join(_read_until(proc, "Ctrl-C stops both"))
         assert "loaded" in out and "sample spans" in out
@@ -88,7 +88,7 @@ def test_samples_load_only_into_an_empty_ledger(make_server):
 
 def test_serve_refuses_a_ledger_another_collector_owns_and_a_busy_port(make_server, tmp_path, capsys):
     owner = make_server()  # holds the DuckDB file lock, in this process
-    other = start_cli("serve", "--port", str(free_port()), "--db", str(owner.db_path))
+    other = start_cli("serve", "--port", str(free_port()), "--grpc-port", "0", "--db", str(owner.db_path))
     out = other.communicate(timeout=60)[0]
     assert other.returncode == 2
     assert "cannot open ledger" in out and "owns the file" in out

@@ -20,7 +20,7 @@ def test_acknowledged_spans_survive_kill_9(tmp_path):
     db = tmp_path / "ledger.duckdb"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start_cli("serve", "--port", str(port), "--db", str(db))
+    proc = start_cli("serve", "--port", str(port), "--grpc-port", "0", "--db", str(db))
     try:
         wait_healthy(url)
         acked: list[str] = []  # trace ids whose request got a 200
@@ -57,7 +57,7 @@ def test_acknowledged_spans_survive_kill_9(tmp_path):
         wal = db.with_name(db.name + ".wal")
         assert wal.exists() and wal.stat().st_size > 0  # the acknowledged spans live only in the WAL now
 
-        proc = start_cli("serve", "--port", str(port), "--db", str(db))
+        proc = start_cli("serve", "--port", str(port), "--grpc-port", "0", "--db", str(db))
         wait_healthy(url)
         client = ServerClient(url)
         present = set(client.query("runs_table", limit=1_000_000)["trace_id"])
