@@ -1,8 +1,9 @@
-"""Budgets & alerts: spend against each budget and the alerts fired.
+"""Budgets & alerts: each budget rule against its limit, and the alerts fired.
 
-Budget rules arrive with the budgets feature (``turnledger budget ...``); until
-a rule exists this page says what it will hold, and shows the budget events the
-harness already records on runs.
+Rules are added with ``turnledger budget add`` (or ``POST /api/budgets``); until
+one exists this page says how, and shows the budget events the harness records
+on runs. Every figure is shown in its rule's unit: USD for spend, a percentage
+for a cache-hit-rate floor.
 """
 
 from __future__ import annotations
@@ -20,12 +21,20 @@ from ledger.budgets.rules import METRICS
 from ledger.budgets.service import budget_row
 
 EMPTY = (
-    "**No budgets yet.** Once budget rules exist, this page shows each one (scope: global, tenant, agent, model, "
-    "call site or run; window: per run, rolling hour/day, calendar day/month) with the spend in its current "
-    "window against its soft (warn) and hard (stop) limits, and below it every alert fired with its level, "
-    "value and webhook delivery status. Rules are added with the `turnledger budget` command "
-    "(`turnledger budget --help`) once the budgets feature ships; the server evaluates them as spans arrive."
+    "**No budgets yet.** A budget rule watches spend (or the cache hit rate) in a scope (global, tenant, agent, "
+    "model, call site or run) over a window (per run, rolling hour/day, calendar day/month), warns at its soft "
+    "limit and stops at its hard one. Add one with `turnledger budget add acme-daily --scope tenant=acme "
+    "--limit 25 --webhook URL` (`turnledger budget add --help`); the server evaluates rules as spans arrive, and "
+    "this page then shows each one against its limit and every alert fired."
 )
+
+
+def _in_unit(metric: Any, value: Any) -> str:
+    """A rule's figure in its own unit: $ for spend, a percentage for a ratio such as the cache hit rate."""
+    if value is None or pd.isna(value):
+        return "—"
+    spec = METRICS.get(str(metric))
+    return ui.usd(value) if spec is None or spec.unit == "usd" else ui.pct(value)
 
 
 def _budget_table(statuses: list[dict[str, Any]]) -> pd.DataFrame:
@@ -98,12 +107,13 @@ def render() -> None:
     if alerts.empty:
         st.caption("No alerts have fired.")
     else:
+        alerts["value"] = [_in_unit(m, v) for m, v in zip(alerts["metric"], alerts["value"], strict=True)]
+        alerts["limit"] = [_in_unit(m, v) for m, v in zip(alerts["metric"], alerts["limit_value"], strict=True)]
         st.dataframe(
-            alerts,
+            alerts.drop(columns=["limit_value"]),
             hide_index=True,
             column_config={
-                "value": st.column_config.NumberColumn(format="$%.4f"),
-                "limit_usd": st.column_config.NumberColumn("limit", format="$%.2f"),
+                "fired_at": st.column_config.DatetimeColumn("fired (UTC)", format="YYYY-MM-DD HH:mm:ss"),
                 "figures": st.column_config.TextColumn(width="large"),
             },
             key="alerts_table",

@@ -194,8 +194,11 @@ def alert_history(
 
 def latest_alerts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     """Per rule id: its latest alert's level, time and value, and how many alerts it fired."""
+    # Alerts of one evaluation share their time (warn and exceeded when one batch crosses both lines):
+    # the more severe is the latest, as the governor's level is.
+    latest = "struct_pack(t := fired_at, s := CASE level WHEN 'exceeded' THEN 2 WHEN 'warn' THEN 1 ELSE 0 END)"
     rows = con.execute(
-        "SELECT budget_id, arg_max(level, fired_at), max(fired_at), arg_max(value, fired_at), count(*) "
+        f"SELECT budget_id, arg_max(level, {latest}), max(fired_at), arg_max(value, {latest}), count(*) "
         "FROM alerts GROUP BY budget_id"
     ).fetchall()
     return {str(b): {"level": lv, "fired_at": at, "value": v, "count": int(n)} for b, lv, at, v, n in rows}

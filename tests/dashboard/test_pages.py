@@ -358,7 +358,8 @@ def test_guards_page_shows_loop_and_retry_figures(app, sample_db, rows):
 # --- 5. Budgets & alerts ---------------------------------------------------------------------------
 def test_budgets_page_explains_itself_while_no_budget_exists(app, sample_db):
     at = app(sample_db, "budgets")
-    assert "No budgets yet" in at.info[0].value and "turnledger budget" in at.info[0].value
+    assert "No budgets yet" in at.info[0].value and "turnledger budget add" in at.info[0].value
+    assert "ships" not in at.info[0].value  # the feature exists: the page says how to use it
     events = table(at, "spent_usd", "limit_usd")
     assert events[["level", "spent_usd", "limit_usd", "fraction"]].values.tolist() == [["warn", 0.82, 1.0, 0.82]]
 
@@ -369,18 +370,27 @@ def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
     con = open_ledger(db)
     con.execute(
         "INSERT INTO budgets (id, name, scope_kind, scope_value, time_window, metric, limit_value, soft_fraction, created_at) "
-        "VALUES ('b1', 'acme monthly', 'tenant', 'acme', 'month', 'spend', 100, 0.8, now())"
+        "VALUES ('b1', 'acme monthly', 'tenant', 'acme', 'month', 'spend', 100, 0.8, now()),"
+        "       ('b2', 'cache floor', 'global', NULL, 'day', 'cache_hit_rate', 0.5, 0.8, now())"
     )
-    con.execute("INSERT INTO alerts (id, budget_id, level, fired_at, value) VALUES ('a1', 'b1', 'warn', now(), 85)")
+    # One evaluation that crosses both lines records warn and exceeded at the same instant.
+    con.execute(
+        "INSERT INTO alerts (id, budget_id, level, fired_at, value) VALUES ('a0', 'b1', 'warn', TIMESTAMP '2026-11-30 10:00', 130),"
+        " ('a1', 'b1', 'exceeded', TIMESTAMP '2026-11-30 10:00', 130), ('a2', 'b2', 'warn', TIMESTAMP '2026-11-30 09:00', 0.42)"
+    )
     con.close()
     at = app(db, "budgets")
     budgets = table(at, "current_usd", "limit_usd", "used")
-    assert budgets[["name", "limit_usd", "last_level", "alerts"]].values.tolist() == [
-        ["acme monthly", 100.0, "warn", 1]
-    ]
-    assert budgets["current_usd"].tolist() == [0.0]  # no acme spend this calendar month: the samples are older
+    by_name = budgets.set_index("name")
+    assert by_name.loc["acme monthly", ["limit_usd", "last_level", "alerts"]].tolist() == [100.0, "exceeded", 2]
+    assert by_name.loc["acme monthly", "current_usd"] == 0.0  # no acme spend this calendar month: the samples are older
+    assert pd.isna(by_name.loc["cache floor", "limit_usd"])  # a rate is never shown as money
     alerts = table(at, "fired_at", "level", "budget")
-    assert alerts[["level", "budget", "value"]].values.tolist() == [["warn", "acme monthly", 85.0]]
+    assert sorted(alerts[["budget", "level", "value", "limit"]].values.tolist()) == [
+        ["acme monthly", "exceeded", "$130.00", "$100.00"],
+        ["acme monthly", "warn", "$130.00", "$100.00"],
+        ["cache floor", "warn", "42.0%", "50.0%"],
+    ]
 
 
 # --- 6. Models & prices ------------------------------------------------------------------------------
