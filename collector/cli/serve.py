@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -208,6 +209,22 @@ def _start(config: ServerConfig, sweep_interval: float, webhooks: TargetPolicy) 
     return server
 
 
+def _require_free(host: str, port: int, what: str, option: str) -> None:
+    """Refuse at once, before a ledger file or a process exists, when a port ``up`` needs is taken."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: a TIME_WAIT port is free
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise TurnledgerError(
+                f"cannot listen on {host}:{port} for the {what}: {exc.strerror or exc}. "
+                f"Is another turnledger running? Choose another {option}."
+            ) from None
+
+
 def _reach(address: str) -> str:
     """A host a browser on this machine can open for a listening address."""
     if is_loopback(address) or address in ("0.0.0.0", "::", ""):
@@ -278,8 +295,13 @@ def load_samples_if_empty(server: CollectorServer, folder: Path) -> int:
 
 def cmd_up(a: argparse.Namespace) -> int:
     config = _config(a)
-    if not a.no_dashboard:  # refuse an exposed dashboard before anything starts
+    # Everything that can refuse is checked before anything starts: no ledger file, no half-started pair.
+    _require_free(config.host, config.port, "collector", "--port")
+    if config.grpc_port is not None:
+        _require_free(config.host, config.grpc_port, "OTLP/gRPC receiver", "--grpc-port (or --no-grpc)")
+    if not a.no_dashboard:
         dashboard_login(a.dashboard_address, password=dashboard_password(), oidc=oidc_configured())
+        _require_free(a.dashboard_address, a.dashboard_port, "dashboard", "--dashboard-port (or --no-dashboard)")
     server = _start(config, a.sweep_interval, webhook_policy(a, local_default=True))
     dashboard: subprocess.Popen[bytes] | None = None
     failed = False

@@ -95,3 +95,18 @@ def test_serve_refuses_a_ledger_another_collector_owns_and_a_busy_port(make_serv
     port = int(owner.url.rsplit(":", 1)[1])
     assert main(["serve", "--port", str(port), "--db", str(tmp_path / "other.duckdb")]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_up_refuses_a_busy_port_before_it_starts_anything(tmp_path, capsys):
+    """A taken dashboard (or collector) port is found first: no ledger file, no collector, no "is up"."""
+    db = tmp_path / "never.duckdb"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        for flags in (["--dashboard-port", str(busy)], ["--port", str(busy)], ["--grpc-port", str(busy)]):
+            argv = ["up", "--db", str(db), "--port", str(free_port()), "--grpc-port", "0", *flags]
+            assert main(argv) == 2
+            out = capsys.readouterr()
+            assert f"cannot listen on 127.0.0.1:{busy}" in out.err and "turnledger is up" not in out.out
+            assert not db.exists() and not db.with_name(db.name + ".wal").exists()
