@@ -18,6 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from ledger import queries as q
+from ledger.wording import count, plural
 
 from . import loaders
 
@@ -103,15 +104,6 @@ def usd(x: Any) -> str:
 
 def pct(x: Any, digits: int = 1) -> str:
     return "—" if _missing(x) else f"{float(x):.{digits}%}"
-
-
-def count(x: Any) -> str:
-    return "—" if _missing(x) else f"{int(x):,}"
-
-
-def plural(n: Any, word: str) -> str:
-    """'1 run', '2 runs', '— runs'."""
-    return f"{count(n)} {word}" + ("" if not _missing(n) and int(n) == 1 else "s")
 
 
 def plain(text: Any) -> str:
@@ -278,7 +270,7 @@ def has_runs(filters: q.Filters) -> bool:
         st.info("**The ledger has no runs yet.** " + OTLP_HINT, icon=":material/inbox:")
     else:
         st.info(
-            f"No runs match the filters ({count(everything['runs'])} runs in the ledger, "
+            f"No runs match the filters ({plural(everything['runs'], 'run')} in the ledger, "
             f"{everything['first_run']:%Y-%m-%d %H:%M} to {everything['last_run']:%Y-%m-%d %H:%M} UTC). "
             "Widen the time range or reset the filters in the sidebar.",
             icon=":material/filter_alt_off:",

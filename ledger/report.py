@@ -16,6 +16,7 @@ import duckdb
 from . import queries as q
 from . import terms
 from .sources import ConnectionSource, Source
+from .wording import plural
 
 __all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
 
@@ -96,24 +97,24 @@ def format_report(r: dict[str, Any]) -> str:
     """The human table: headline figures first, then the breakdowns."""
     c = r["cost_per_run"]
     lines = [
-        f"runs {r['runs']}   total spend {_usd(r['total_usd'])}   successful {r['successful_runs']}"
+        f"{plural(r['runs'], 'run')}   total spend {_usd(r['total_usd'])}   successful {r['successful_runs']}"
         f"   cost per successful run {_usd(r['cost_per_successful_run'])}",
         f"cost per run   median {_usd(c['median'])}   p95 {_usd(c['p95'])}   p99 {_usd(c['p99'])}   max {_usd(c['max'])}",
         f"cache hit rate {_pct(r['cache']['hit_rate'])} ({r['cache']['verdict']})",
         "where the money went   "
         + "   ".join(f"{k.removeprefix('share_')} {_pct(v)}" for k, v in r["where_the_money_went"].items()),
-        f"retries  {r['retries']['attempts']} attempts, {_usd(r['retries']['usd'])} ({_pct(r['retries']['share_of_spend'])} of spend)",
+        f"retries  {plural(r['retries']['attempts'], 'attempt')}, {_usd(r['retries']['usd'])} ({_pct(r['retries']['share_of_spend'])} of spend)",
         f"loop-detector trips  {r['loop_trips']['trips']}",
         "",
         "stop causes",
         *(
-            f"  {s['stop_cause']:<16} {s['runs']:>6} runs  {_pct(s['share']):>6}  {_usd(s['usd'])}"
+            f"  {s['stop_cause']:<16} {plural(s['runs'], 'run'):>11}  {_pct(s['share']):>6}  {_usd(s['usd'])}"
             for s in r["stop_causes"]
         ),
         "",
         f"per model ({' / '.join(t.label for t in terms.TERMS)})",
         *(
-            f"  {m['model']:<24} {m['calls']:>6} calls  {_usd(m['usd_total']):>12}   "
+            f"  {m['model']:<24} {plural(m['calls'], 'call'):>12}  {_usd(m['usd_total']):>12}   "
             + " / ".join(_usd(m[t.usd_column]) for t in terms.TERMS)
             + ("   UNPRICED" if m["unpriced_calls"] else "")
             for m in r["models"]
@@ -121,25 +122,28 @@ def format_report(r: dict[str, Any]) -> str:
         "",
         "per call site",
         *(
-            f"  {s['call_site']:<24} {s['calls']:>6} calls  {_usd(s['usd_total']):>12}  {_pct(s['share'])}"
+            f"  {s['call_site']:<24} {plural(s['calls'], 'call'):>12}  {_usd(s['usd_total']):>12}  {_pct(s['share'])}"
             for s in r["call_sites"]
         ),
         "",
         f"most expensive runs (top {len(r['long_tail'])})",
         *(
-            f"  {t['trace_id']}  {_usd(t['usd_total']):>10}  {t['turns']:>3} turns  {t['stop_cause'] or 'in progress':<14} "
+            f"  {t['trace_id']}  {_usd(t['usd_total']):>10}  {plural(t['turns'], 'turn'):>9}  {t['stop_cause'] or 'in progress':<14} "
             f"{t['agent_name'] or ''} / {t['tenant'] or '-'}"
             for t in r["long_tail"]
         ),
     ]
     if r["unpriced"]:
         lines += ["", "UNPRICED models (charged $0 until priced; add them to a --prices file):"]
-        lines += [f"  {u['provider']}/{u['model']}: {u['calls']} calls in {u['runs']} runs" for u in r["unpriced"]]
+        lines += [
+            f"  {u['provider']}/{u['model']}: {plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}"
+            for u in r["unpriced"]
+        ]
     if r["invalid_usage"]:
         lines += ["", "INVALID USAGE (token counts that could not be taken; those terms count $0):"]
         lines += [
-            f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): {u['calls']} calls "
-            f"in {u['runs']} runs, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
+            f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): "
+            f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
             for u in r["invalid_usage"]
         ]
     return "\n".join(lines)

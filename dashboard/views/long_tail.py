@@ -7,7 +7,7 @@ import streamlit as st
 from dashboard import charts, ui
 from dashboard.analysis import expense_reasons
 from dashboard.loaders import load
-from dashboard.ui import count, first_row, metric, pct, usd
+from dashboard.ui import count, first_row, metric, pct, plural, usd
 from ledger import queries as q
 
 TOP = 20
@@ -76,7 +76,7 @@ def render() -> None:
         )
     with right:
         options = tail["trace_id"].tolist()
-        labels = {t: f"{t[:12]}… · {usd(v)} · {n} turns" for t, v, n in zip(tail["trace_id"], tail["usd_total"], tail["turns"], strict=True)}  # fmt: skip
+        labels = {t: f"{t[:12]}… · {usd(v)} · {plural(n, 'turn')}" for t, v, n in zip(tail["trace_id"], tail["usd_total"], tail["turns"], strict=True)}  # fmt: skip
         chosen = st.selectbox("Run", options, format_func=lambda t: labels.get(t, t), key="tail_run")
         if chosen:
             turns = load(q.run_turns, trace_id=chosen)

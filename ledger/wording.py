@@ -1,0 +1,27 @@
+"""How counts are written in every output (the CLI's tables and the dashboard): "1 run", "2 runs", "1,204"."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["count", "plural"]
+
+
+def _whole(n: Any) -> int | None:
+    """``n`` as a whole number, or None when it is missing (None, NaN, pandas' NA)."""
+    try:
+        return None if isinstance(n, float) and math.isnan(n) else int(n)
+    except (TypeError, ValueError):
+        return None
+
+
+def count(n: Any) -> str:
+    """1,204; a missing count is "—"."""
+    whole = _whole(n)
+    return "—" if whole is None else f"{whole:,}"
+
+
+def plural(n: Any, word: str) -> str:
+    """'1 run', '2 runs', '— runs'."""
+    return f"{count(n)} {word}" + ("" if _whole(n) == 1 else "s")
