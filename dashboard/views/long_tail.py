@@ -39,7 +39,8 @@ def render() -> None:
         f"({count(typical.get('runs_from_p95'))} of {count(typical.get('runs'))} runs).",
     )
 
-    tail = load(q.long_tail, f, limit=TOP)
+    listed = load(q.long_tail, f, limit=TOP)
+    tail = listed[~(listed["times_median"] <= 1)].copy()  # a run at or below the median cost is not the tail
     tail["why"] = ["; ".join(expense_reasons(row, typical)) for row in tail.to_dict("records")]
     tail["open"] = ui.run_links(tail["trace_id"])
     st.subheader(f"The {len(tail)} most expensive runs", anchor=False)
@@ -47,6 +48,11 @@ def render() -> None:
         f"Median run: {count(typical.get('median_turns'))} turns, {count(typical.get('median_input_tokens'))} input "
         f"tokens, {usd(typical.get('median_usd'))}. 'why' compares each run to that. Open a run to see its trace and "
         "the exact context of each turn."
+        + (
+            f" Only {plural(len(tail), 'run')} cost more than the median, so the list stops there."
+            if len(tail) < len(listed)
+            else ""
+        )
     )
     st.dataframe(
         tail[TAIL_COLUMNS],
