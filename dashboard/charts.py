@@ -117,15 +117,18 @@ def cost_distribution(hist: pd.DataFrame, median: float | None, p95: float | Non
             hovertemplate="from $%{x:.4g}: %{y} runs<extra></extra>",
         )
         top = max(ys) or 1
-        for value, name, color in ((median, "median", "#2E7D32"), (p95, "p95", "#C62828")):
+        # The two labels sit on either side of their lines and at two heights: close values (a narrow
+        # distribution) would otherwise print one label over the other.
+        lines = ((median, "median", "#2E7D32", 1.05, "top left"), (p95, "p95", "#C62828", 1.18, "top right"))
+        for value, name, color, height, side in lines:
             if value and value > 0:
                 fig.add_scatter(
                     x=[value, value],
-                    y=[0, top * 1.05],
+                    y=[0, top * height],
                     mode="lines+text",
                     line={"dash": "dash", "color": color, "width": 2},
                     text=["", f"{name} {usd(value)}"],
-                    textposition="top center",
+                    textposition=side,
                     name=f"{name} {usd(value)}",
                     hovertemplate=f"{name}: {usd(value)}<extra></extra>",
                 )

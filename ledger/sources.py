@@ -17,6 +17,7 @@ the hashable description the dashboard's caches key on.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -173,6 +174,16 @@ class _SharedConnection:
 
 _SHARED: dict[tuple[str, float], _SharedConnection] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+@atexit.register
+def _close_shared() -> None:
+    # A DuckDB connection still open when the interpreter tears its modules down can abort the
+    # process in its destructor ("terminate called after throwing..."): close them first.
+    with _SHARED_LOCK:
+        for shared in _SHARED.values():
+            with shared.lock:
+                shared.close_now()
 
 
 class FileSource(_CursorSource):
