@@ -41,7 +41,12 @@ def render() -> None:
     metric(c[4], "Step-cap stops", pct(guards.get("step_cap_rate")), "Share of runs stopped by the step limit.")
     c = st.columns(5)
     metric(c[0], "Retried attempts", count(retry.get("retry_attempts")), "Attempts after the first of a model call.")
-    metric(c[1], "Retry charges", usd(retry.get("retry_usd")), "What those attempts were charged.")
+    metric(
+        c[1],
+        "Retry charges",
+        usd(retry.get("retry_usd")),
+        "What those attempts were charged: a failed attempt is billed nothing, so this is the retries that were answered.",
+    )
     metric(c[2], "Share of spend", pct(retry.get("retry_share_of_spend"), 2), "Retry charges as a share of all spend.")
     metric(
         c[3], "Runs with retries", count(retry.get("runs_with_retries")), "Runs in which at least one call was retried."

@@ -63,8 +63,10 @@ def render() -> None:
         c[3],
         "Retry charges",
         usd(totals.get("retry_usd")),
-        "What the attempts after the first of a retried call were charged: retries are not free "
-        f"({plural(totals.get('retry_attempts'), 'attempt')} in {plural(totals.get('runs_with_retries'), 'run')}).",
+        "What the attempts after the first of a retried call were charged "
+        f"({plural(totals.get('retry_attempts'), 'attempt')} in {plural(totals.get('runs_with_retries'), 'run')}). "
+        "An attempt that failed (429, 529, a timeout) is billed nothing by the provider, so this is the cost of "
+        "the retries that were answered: what needing another try cost.",
         delta=f"{pct(totals.get('retry_share_of_spend'), 2)} of spend",
         delta_color="gray",
         delta_arrow="off",
