@@ -1,10 +1,10 @@
 """What each endpoint answers, apart from the HTTP server that carries it.
 
 Every function here takes the ``CollectorServer`` and the request's parts
-(already read: path pieces, query string, body or a body reader) and returns a
-:class:`Reply`; none touches a socket. ``.app`` is the HTTP layer around them
-(``http.server`` today): it frames requests, enforces what must be refused
-before a body is read, and sends the replies.
+(already read: path pieces, query string, body) and returns a :class:`Reply`;
+none touches a socket. ``.app`` is the HTTP layer around them (Starlette on
+uvicorn): it frames requests, enforces what must be refused before a body is
+read, and sends the replies.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import importlib.metadata
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from collector.otlp import RequestTooLarge
 from ledger.content import load_context
 from ledger.errors import MalformedInput
 
@@ -66,7 +67,7 @@ ENDPOINTS = {
     "DELETE /api/budgets/{id_or_name}": "remove a rule (its alerts stay)",
     "POST /api/budgets/sweep": "evaluate every rule now, alert, and wait ?wait=S for the webhooks",
     "GET /api/alerts": "alert events, newest first (?budget=&level=&since=&limit=&deliveries=true)",
-    "GET /healthz": "liveness (no token needed)",
+    "GET /healthz": "liveness (no token needed); with the token, the ledger path and writer figures",
 }
 
 
@@ -108,9 +109,9 @@ def authorized(token: str | None, authorization: str | None) -> bool:
 # --- POST /v1/traces ------------------------------------------------------------------------
 
 
-def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encoding: str | None) -> Reply | Ticket:
-    """Read, inflate, decode and queue an export: the writer's ticket, or the reply when
-    there is nothing to wait for (a bad body, a full queue, no spans).
+def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> Reply | Ticket:
+    """Inflate, decode and queue an export's body (read completely): the writer's ticket,
+    or the reply when there is nothing to wait for (a bad body, a full queue, no spans).
 
     No body is ever a 500: what the sender must fix is 400 (413, 415), what a
     retry can fix is 429/503. Decoding runs ``collector.otlp`` and ``prepare``,
@@ -119,21 +120,17 @@ def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encodi
     """
     cfg = c.config
     try:
-        raw = read_body()
         body = decompress(raw, encoding, cfg.max_decoded_bytes)
-        del raw
         batch = c.decoder.prepare(body, kind)
         del body
-    except BodyTooLarge as exc:
-        return otlp_error(kind, 413, str(exc), close=True)
+    except (BodyTooLarge, RequestTooLarge) as exc:
+        return otlp_error(kind, 413, str(exc))
     except UnsupportedEncoding as exc:
         return otlp_error(kind, 415, str(exc))
     except (MalformedInput, ValueError) as exc:
         return otlp_error(kind, 400, f"not a valid OTLP ExportTraceServiceRequest, nothing written: {exc}")
     except DecoderUnavailable as exc:
         return otlp_error(kind, 503, str(exc), retry_after=1)
-    except OSError:
-        raise  # the connection failed while the body was read: nothing to answer for the body
     except Exception as exc:  # a decoder bug this body found: logged, and never retried forever
         log.exception("decoding an OTLP body failed unexpectedly")
         return otlp_error(kind, 400, f"this body cannot be decoded, nothing written: {type(exc).__name__}: {exc}")
@@ -147,11 +144,14 @@ def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encodi
         return otlp_error(kind, 503, str(exc), retry_after=5)
 
 
-def acknowledge(c: CollectorServer, kind: str, ticket: Ticket) -> Reply:
-    """The export's answer once its spans are committed (200), or why they are not yet (503)."""
+def acknowledge(c: CollectorServer, kind: str, ticket: Ticket, committed: bool) -> Reply:
+    """The export's answer once its spans are committed (200), or why they are not (503, 400).
+    ``committed``: the caller's wait for the commit ended in time (``ticket`` is done)."""
     timeout = c.config.ack_timeout_s
     try:
-        accepted = ticket.wait(timeout)
+        if not committed:
+            raise TimeoutError
+        accepted = ticket.wait(0)
     except TimeoutError:
         # The spans may still commit; a retry is harmless (ingest is idempotent).
         return otlp_error(kind, 503, f"spans not committed within {timeout} s", retry_after=5)
@@ -176,17 +176,20 @@ def _version() -> str:
         return "unknown"
 
 
-def healthz(c: CollectorServer) -> Reply:
+def healthz(c: CollectorServer, *, figures: bool) -> Reply:
+    """Liveness; with ``figures`` (the caller holds the token, or none is set) also the
+    ledger's path and the writer's figures, which are not for anyone who can reach the port."""
     st = c.writer.stats
     alive = c.writer.alive
+    liveness = {"status": "ok" if alive else "unavailable", "service": "turnledger", "auth": bool(c.config.token)}
+    if not figures:
+        return json_reply(200 if alive else 503, liveness)
     return json_reply(
         200 if alive else 503,
         {
-            "status": "ok" if alive else "unavailable",
-            "service": "turnledger",
+            **liveness,
             "version": _version(),
             "db": str(c.db_path),
-            "auth": bool(c.config.token),
             "uptime_s": round(time.monotonic() - c.started_at, 3),
             "queued_spans": c.writer.queued_spans,
             "writer": {
