@@ -35,7 +35,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from functools import partial
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
 
 import uvicorn
@@ -44,6 +45,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from . import budget_routes, routes
 from .otlp_http import JSON, PROTOBUF, UnsupportedMediaType, media_kind
@@ -60,6 +62,7 @@ log = logging.getLogger("turnledger.server")
 _BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="turnledger"'}
 _SLOT_WAIT_S = 10  # a complete body waits this long for a decode slot, then 503
 _IDLE_S = 60  # seconds an idle kept-alive connection may linger
+_HEADER_BYTES = 64 * 1024  # request line and headers; an exporter sends well under 1 KiB
 _DROP_FACTOR = 4  # a declared body up to this many times the limit is read and dropped after its 413
 
 
@@ -69,6 +72,63 @@ class _Refused(Exception):
     def __init__(self, reply: Reply) -> None:
         super().__init__(reply.status)
         self.reply = reply
+
+
+class _BoundedHttpTools(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the two bounds it lacks: request-line + header bytes
+    (``_HEADER_BYTES``; past it the parser is stopped, which uvicorn answers 400 and closes)
+    and the time to send them (a connection that has not sent a complete head within the
+    body deadline, idle from its first byte or from connecting, is closed)."""
+
+    def __init__(self, *args: Any, headers_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._headers_timeout = headers_timeout
+        self._head_bytes = 0
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(self._headers_timeout, self._head_too_slow)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_bytes = 0
+        self._arm()
+
+    def _count(self, n: int) -> None:
+        self._head_bytes += n
+        if self._head_bytes > _HEADER_BYTES:
+            raise ValueError(f"request head past {_HEADER_BYTES} bytes")  # stops the parser: 400
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
 
 
 class ReceiverHTTPServer:
@@ -87,7 +147,8 @@ class ReceiverHTTPServer:
         self._decoders = ThreadPoolExecutor(slots, thread_name_prefix="turnledger-decode")
         config = uvicorn.Config(
             build_app(collector, self._decoders),
-            http="httptools",
+            # uvicorn calls the protocol "class" with its own arguments: a partial is one.
+            http=partial(_BoundedHttpTools, headers_timeout=collector.config.body_timeout_s),  # type: ignore[arg-type]
             loop="uvloop",
             lifespan="off",
             access_log=False,

@@ -235,3 +235,28 @@ def test_a_gzip_bomb_is_413_and_the_server_keeps_serving(make_server):
     r = post_otlp(server.url, bomb, headers={"Content-Encoding": "gzip"})
     assert r.status == 413 and "inflates past the 8388608-byte limit" in r.json()["message"]
     assert_still_serving(server, "after-bomb")
+
+
+def test_a_request_head_past_64_kib_is_400(server):
+    status, reply, closed = exchange(server.url, head(*(f"X-Pad-{i}: {'a' * 1000}" for i in range(80))))
+    assert (status, closed) == (400, True), reply
+    assert_still_serving(server, "after-big-head")
+
+
+def test_a_connection_that_never_finishes_its_head_is_closed_at_the_deadline(make_server):
+    server = make_server(body_timeout_s=2.0)
+    host, port = server.url.removeprefix("http://").split(":")
+    with (
+        socket.create_connection((host, int(port)), timeout=HANG_GUARD_S) as silent,
+        socket.create_connection((host, int(port)), timeout=HANG_GUARD_S) as half,
+    ):
+        half.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: t\r\n")  # and nothing more
+        assert_still_serving(server, "beside-idle-connections")
+        assert _closed(silent) and _closed(half)  # closed by the server, not left open forever
+
+
+def test_healthz_without_the_token_is_liveness_only(make_server):
+    server = make_server(token="t0ken")
+    assert request(f"{server.url}/healthz").json() == {"status": "ok", "service": "turnledger", "auth": True}
+    full = request(f"{server.url}/healthz", headers={"Authorization": "Bearer t0ken"}).json()
+    assert full["db"] == str(server.db_path) and full["writer"]["alive"]
