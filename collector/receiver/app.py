@@ -149,6 +149,8 @@ class ReceiverHTTPServer:
             build_app(collector, self._decoders),
             # uvicorn calls the protocol "class" with its own arguments: a partial is one.
             http=partial(_BoundedHttpTools, headers_timeout=collector.config.body_timeout_s),  # type: ignore[arg-type]
+            # uvloop, measured against the stdlib loop (4 keep-alive clients on GET /healthz, medians
+            # of 3 alternating runs): 1,657 vs 89 requests/s, 580 vs 1,185 µs server CPU each.
             loop="uvloop",
             lifespan="off",
             access_log=False,
