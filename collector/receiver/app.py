@@ -322,7 +322,8 @@ class _Handler:
         del body
         if isinstance(outcome, Reply):
             return outcome
-        return routes.acknowledge(c, kind, outcome, await _committed(outcome, cfg.ack_timeout_s))
+        await _committed(outcome, cfg.ack_timeout_s)
+        return routes.acknowledge(c, kind, outcome, wait_s=0)
 
     def _submit(self, kind: str, body: bytes, encoding: str | None) -> Reply | Ticket:
         with self.c.writer.incoming():
@@ -339,8 +340,8 @@ class _Handler:
         return await run_in_threadpool(routes.budget, self.c, method, parts, query, body)
 
 
-async def _committed(ticket: Ticket, timeout: float) -> bool:
-    """Wait (on the event loop, no thread) until the ticket's batch committed or failed; False on timeout."""
+async def _committed(ticket: Ticket, timeout: float) -> None:
+    """Wait (on the event loop, no thread) until the ticket's batch committed or failed, or ``timeout``."""
     loop = asyncio.get_running_loop()
     done = loop.create_future()
 
@@ -353,8 +354,5 @@ async def _committed(ticket: Ticket, timeout: float) -> bool:
             loop.call_soon_threadsafe(wake)
 
     ticket.when_done(from_writer)
-    try:
+    with suppress(TimeoutError):  # then acknowledge answers 503: not committed in time
         await asyncio.wait_for(done, timeout)
-    except TimeoutError:
-        return False
-    return True

@@ -144,14 +144,14 @@ def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> R
         return otlp_error(kind, 503, str(exc), retry_after=5)
 
 
-def acknowledge(c: CollectorServer, kind: str, ticket: Ticket, committed: bool) -> Reply:
+def acknowledge(c: CollectorServer, kind: str, ticket: Ticket, wait_s: float | None = None) -> Reply:
     """The export's answer once its spans are committed (200), or why they are not (503, 400).
-    ``committed``: the caller's wait for the commit ended in time (``ticket`` is done)."""
+
+    Waits for the commit on this thread up to ``wait_s`` (default: the configured ack timeout);
+    a caller that has already awaited it elsewhere (the event loop) passes 0."""
     timeout = c.config.ack_timeout_s
     try:
-        if not committed:
-            raise TimeoutError
-        accepted = ticket.wait(0)
+        accepted = ticket.wait(timeout if wait_s is None else wait_s)
     except TimeoutError:
         # The spans may still commit; a retry is harmless (ingest is idempotent).
         return otlp_error(kind, 503, f"spans not committed within {timeout} s", retry_after=5)

@@ -15,6 +15,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+import collector.receiver.writer as writer_module
 from collector.otlp import decode_protobuf
 from ledger.limits import MAX_REQUEST_VALUES, MAX_SPAN_VALUES
 
@@ -260,3 +261,19 @@ def test_healthz_without_the_token_is_liveness_only(make_server):
     assert request(f"{server.url}/healthz").json() == {"status": "ok", "service": "turnledger", "auth": True}
     full = request(f"{server.url}/healthz", headers={"Authorization": "Bearer t0ken"}).json()
     assert full["db"] == str(server.db_path) and full["writer"]["alive"]
+
+
+def test_no_200_before_the_commit_and_503_when_it_does_not_come_in_time(make_server, monkeypatch):
+    server = make_server(ack_timeout_s=1.0)
+    real, gate = writer_module.write, threading.Event()
+
+    def held(con, batches, **kw):  # the commit waits until the test lets it go
+        gate.wait(HANG_GUARD_S)
+        return real(con, batches, **kw)
+
+    monkeypatch.setattr(writer_module, "write", held)
+    r = post_otlp(server.url, otlp_json(run_spans("held")))
+    assert r.status == 503 and "not committed within 1.0 s" in r.json()["message"]
+    gate.set()
+    assert post_otlp(server.url, otlp_json(run_spans("held"))).status == 200  # the retry: charged once
+    assert count(server, "SELECT count(*) FROM charges") == 2
