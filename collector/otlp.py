@@ -22,10 +22,19 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ledger.errors import MalformedInput
-from ledger.limits import INT64_MAX, INT64_MIN, MAX_ATTRIBUTE_DEPTH, MAX_ATTRIBUTES, MAX_EVENTS
+from ledger.limits import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_ATTRIBUTE_DEPTH,
+    MAX_ATTRIBUTES,
+    MAX_EVENTS,
+    MAX_REQUEST_VALUES,
+    MAX_SPAN_BYTES,
+    MAX_SPAN_VALUES,
+)
 from ledger.spans import SpanEvent, SpanRecord
 
-__all__ = ["decode_json", "decode_protobuf", "encode_json", "read_file", "read_file_parts"]
+__all__ = ["RequestTooLarge", "decode_json", "decode_protobuf", "encode_json", "read_file", "read_file_parts"]
 
 _KINDS = ["UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"]
 _STATUS = ["UNSET", "OK", "ERROR"]
@@ -33,6 +42,49 @@ _STATUS = ["UNSET", "OK", "ERROR"]
 
 class _SpanProblem(ValueError):
     """A field of one span cannot be decoded (or is past ``ledger.limits``); the message names it."""
+
+
+class _SpanTooLarge(_SpanProblem):
+    """The span as a whole is past a bound (its values or its size), not one attribute."""
+
+
+class RequestTooLarge(MalformedInput):
+    """More attribute values in one request than ``ledger.limits.MAX_REQUEST_VALUES`` (413):
+    decoding stops there, so what a request makes the collector hold stays bounded."""
+
+
+class _Budget:
+    """The attribute values one request may still decode: ``MAX_SPAN_VALUES`` for the span being
+    decoded and ``MAX_REQUEST_VALUES`` for the whole request, nested elements included. Counted
+    by list lengths as each list is reached, so nothing past a bound is ever built."""
+
+    __slots__ = ("span_left", "spent")
+
+    def __init__(self) -> None:
+        self.span_left = MAX_SPAN_VALUES
+        self.spent = 0  # by the spans before this one (the values each reached)
+
+    def take(self, n: int) -> None:
+        self.span_left -= n
+        if self.span_left < 0:
+            self.overdrawn()
+
+    @staticmethod
+    def overdrawn() -> None:
+        raise _SpanTooLarge(f"more than {MAX_SPAN_VALUES} attribute values (its events' and nested ones included)")
+
+    def end_span(self) -> None:
+        """Charge the values the span reached to the request, and start the next span's count."""
+        self.spent += MAX_SPAN_VALUES - self.span_left
+        self.span_left = MAX_SPAN_VALUES
+        if self.spent > MAX_REQUEST_VALUES:
+            self.refuse()
+
+    @staticmethod
+    def refuse() -> None:
+        raise RequestTooLarge(
+            f"more than {MAX_REQUEST_VALUES} attribute values in one request (nothing written): export smaller batches"
+        )
 
 
 # --- protobuf -----------------------------------------------------------------------
@@ -44,33 +96,39 @@ _STATUS_NAMES = dict(enumerate(_STATUS))
 _PLAIN = frozenset({"string_value", "int_value", "double_value", "bool_value"})
 
 
-def _pb_value(v: AnyValue, depth: int = 0) -> Any:
+def _pb_value(v: AnyValue, budget: _Budget, depth: int = 0) -> Any:
     which = v.WhichOneof("value")
     if which in _PLAIN:
         return getattr(v, which)
     if depth >= MAX_ATTRIBUTE_DEPTH:  # the parser's own limit lets arrays nest ~47 deep
         raise _SpanProblem(f"an attribute value is nested deeper than {MAX_ATTRIBUTE_DEPTH} levels")
     if which == "array_value":
+        values = v.array_value.values
+        budget.take(len(values))
         # Non-empty strings read directly (as in _pb_attrs): arrays are mostly of strings.
-        return [s if (s := x.string_value) else _pb_value(x, depth + 1) for x in v.array_value.values]
+        return [s if (s := x.string_value) else _pb_value(x, budget, depth + 1) for x in values]
     if which == "kvlist_value":
-        return _pb_attrs(v.kvlist_value.values, depth + 1)
+        return _pb_attrs(v.kvlist_value.values, budget, depth + 1)
     if which == "bytes_value":
         return base64.b64encode(v.bytes_value).decode()
     return None
 
 
-def _pb_attrs(kvs: Any, depth: int = 0) -> dict[str, Any]:
+def _pb_attrs(kvs: Any, budget: _Budget, depth: int = 0) -> dict[str, Any]:
     # _pb_value inlined for the common cases, for speed (a Python call per attribute was
     # most of the cost): a non-empty string or non-zero int (nearly all GenAI attribute
     # values) can only be the oneof member that is set, so it is read directly; anything
     # else (0, "", doubles, bools, arrays, kvlists, bytes, no value) takes the call.
     if len(kvs) > MAX_ATTRIBUTES:
         raise _SpanProblem(f"{len(kvs)} attributes, more than {MAX_ATTRIBUTES}")
+    budget.span_left -= len(kvs)  # budget.take, inlined: this is the hot path
+    if budget.span_left < 0:
+        budget.overdrawn()
     if depth:
-        return {kv.key: _pb_value(kv.value, depth) for kv in kvs}
+        return {kv.key: _pb_value(kv.value, budget, depth) for kv in kvs}
     return {
-        kv.key: (s if (s := (v := kv.value).string_value) else i if (i := v.int_value) else _pb_value(v)) for kv in kvs
+        kv.key: (s if (s := (v := kv.value).string_value) else i if (i := v.int_value) else _pb_value(v, budget))
+        for kv in kvs
     }
 
 
@@ -82,16 +140,16 @@ def _pb_where(sp: Any, exc: _SpanProblem) -> str:
     ):
         for kv in kvs:
             try:
-                _pb_value(kv.value)
+                _pb_value(kv.value, _Budget())
             except _SpanProblem as found:
                 return f"{prefix}.{kv.key}: {found}"
     return f"attributes: {exc}"  # a count past the limits
 
 
-def _pb_events(events: Any) -> tuple[SpanEvent, ...]:
+def _pb_events(events: Any, budget: _Budget) -> tuple[SpanEvent, ...]:
     if len(events) > MAX_EVENTS:
         raise _SpanProblem(f"{len(events)} events, more than {MAX_EVENTS}")
-    return tuple(SpanEvent(e.name, e.time_unix_nano, _pb_attrs(e.attributes)) for e in events)
+    return tuple(SpanEvent(e.name, e.time_unix_nano, _pb_attrs(e.attributes, budget)) for e in events)
 
 
 def decode_protobuf(body: bytes) -> list[SpanRecord]:
@@ -102,21 +160,36 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
         raise MalformedInput(f"not an OTLP ExportTraceServiceRequest protobuf: {exc}") from None
     out: list[SpanRecord] = []
     append, attrs, kinds, statuses = out.append, _pb_attrs, _KIND_NAMES.get, _STATUS_NAMES.get
+    budget = _Budget()
+    spent = 0  # budget's request count, kept here (see below)
+    # No span can be larger than the body: its size is only worth asking of a large body.
+    sizes = len(body) > MAX_SPAN_BYTES
     for i, rs in enumerate(request.resource_spans):
         try:
-            resource = attrs(rs.resource.attributes)  # one dict shared by the resource's spans
+            resource = attrs(rs.resource.attributes, budget)  # one dict shared by the resource's spans
         except _SpanProblem as exc:  # shared by every span below: the request is malformed
             raise MalformedInput(f"resourceSpans[{i}].resource: {exc}") from None
+        spent += MAX_SPAN_VALUES - budget.span_left
+        budget.span_left = MAX_SPAN_VALUES
         for ss in rs.scope_spans:
             scope_name, scope_version = ss.scope.name, ss.scope.version
             for sp in ss.spans:
                 status, events = sp.status, sp.events
                 problem = ""
                 try:  # a value past the limits costs its span only (ingest rejects it, naming it)
-                    attributes = attrs(sp.attributes)
-                    decoded_events = _pb_events(events) if events else ()
+                    if sizes and (size := sp.ByteSize()) > MAX_SPAN_BYTES:
+                        raise _SpanTooLarge(f"{size} bytes encoded, more than {MAX_SPAN_BYTES}")
+                    attributes = attrs(sp.attributes, budget)
+                    decoded_events = _pb_events(events, budget) if events else ()
+                except _SpanTooLarge as exc:
+                    attributes, decoded_events, problem = {}, (), f"span: {exc}"
                 except _SpanProblem as exc:
                     attributes, decoded_events, problem = {}, (), _pb_where(sp, exc)
+                # budget.end_span, inlined (a method call per span was 3% of this loop)
+                spent += MAX_SPAN_VALUES - budget.span_left
+                budget.span_left = MAX_SPAN_VALUES
+                if spent > MAX_REQUEST_VALUES:
+                    budget.refuse()
                 # Positional, in SpanRecord's field order: measurably faster than keywords.
                 append(
                     SpanRecord(
@@ -147,7 +220,7 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
 # help). A value that cannot be taken (an integer that is not one, nesting or counts
 # past the limits) is that span's `problem`: ingest rejects it alone and the request's
 # other spans still land.
-def _json_value(v: Any, where: str, depth: int = 0) -> Any:
+def _json_value(v: Any, where: str, budget: _Budget, depth: int = 0) -> Any:
     if not isinstance(v, dict) or not v:
         return None
     if depth > MAX_ATTRIBUTE_DEPTH:
@@ -166,9 +239,11 @@ def _json_value(v: Any, where: str, depth: int = 0) -> Any:
     if key == "boolValue":
         return bool(value)
     if key == "arrayValue":
-        return [_json_value(x, where, depth + 1) for x in _members(value, where)]
+        values = _members(value, where)
+        budget.take(len(values))
+        return [_json_value(x, where, budget, depth + 1) for x in values]
     if key == "kvlistValue":
-        return _json_attrs(_members(value, where), where, depth + 1)
+        return _json_attrs(_members(value, where), where, budget, depth + 1)
     if key == "bytesValue":
         return str(value)
     raise _SpanProblem(f"{where}: unknown attribute value type {key!r}")
@@ -193,16 +268,17 @@ def _int(value: Any, where: str) -> int:
         raise _SpanProblem(f"{where}: {value!r} is not an integer") from None
 
 
-def _json_attrs(kvs: Any, where: str, depth: int = 0) -> dict[str, Any]:
+def _json_attrs(kvs: Any, where: str, budget: _Budget, depth: int = 0) -> dict[str, Any]:
     if not isinstance(kvs, list):
         raise MalformedInput(f"{where}: attributes must be a list of {{key, value}}")
     if len(kvs) > MAX_ATTRIBUTES:
         raise _SpanProblem(f"{where}: {len(kvs)} attributes, more than {MAX_ATTRIBUTES}")
+    budget.take(len(kvs))
     out: dict[str, Any] = {}
     for kv in kvs:
         if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
             raise MalformedInput(f"{where}: each attribute needs a string `key`")
-        out[kv["key"]] = _json_value(kv.get("value"), f"{where}.{kv['key']}", depth)
+        out[kv["key"]] = _json_value(kv.get("value"), f"{where}.{kv['key']}", budget, depth)
     return out
 
 
@@ -217,7 +293,9 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
-def _json_span(sp: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any], where: str) -> SpanRecord:
+def _json_span(
+    sp: dict[str, Any], resource: dict[str, Any], scope: dict[str, Any], where: str, budget: _Budget, sizes: bool
+) -> SpanRecord:
     span = SpanRecord(
         trace_id=_text(sp.get("traceId")).lower(),
         span_id=_text(sp.get("spanId")).lower(),
@@ -230,6 +308,8 @@ def _json_span(sp: dict[str, Any], resource: dict[str, Any], scope: dict[str, An
         scope_version=_text(scope.get("version")),
     )
     try:
+        if sizes and (size := len(json.dumps(sp))) > MAX_SPAN_BYTES:
+            raise _SpanTooLarge(f"{where}: {size} bytes encoded, more than {MAX_SPAN_BYTES}")
         status = sp.get("status") or {}
         if not isinstance(status, dict):
             raise MalformedInput(f"{where}.status: expected an object")
@@ -238,14 +318,15 @@ def _json_span(sp: dict[str, Any], resource: dict[str, Any], scope: dict[str, An
         span.kind = _enum(sp.get("kind", 1), _KINDS, "SPAN_KIND_")
         span.status_code = _enum(status.get("code", 0), _STATUS, "STATUS_CODE_")
         span.status_message = _text(status.get("message"))
-        span.attributes = _json_attrs(sp.get("attributes", []), f"{where}.attributes")
-        span.events = _json_events(sp.get("events", []), where)
+        span.attributes = _json_attrs(sp.get("attributes", []), f"{where}.attributes", budget)
+        span.events = _json_events(sp.get("events", []), where, budget)
     except _SpanProblem as exc:
-        span.problem = str(exc)
+        span.attributes, span.events, span.problem = {}, (), str(exc)
+    budget.end_span()
     return span
 
 
-def _json_events(events: Any, where: str) -> tuple[SpanEvent, ...]:
+def _json_events(events: Any, where: str, budget: _Budget) -> tuple[SpanEvent, ...]:
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise MalformedInput(f"{where}.events: expected a list of objects")
     if len(events) > MAX_EVENTS:
@@ -254,7 +335,7 @@ def _json_events(events: Any, where: str) -> tuple[SpanEvent, ...]:
         SpanEvent(
             _text(e.get("name")),
             _int(e.get("timeUnixNano", 0), f"{where}.events[{i}].timeUnixNano"),
-            _json_attrs(e.get("attributes", []), f"{where}.events[{i}].attributes"),
+            _json_attrs(e.get("attributes", []), f"{where}.events[{i}].attributes", budget),
         )
         for i, e in enumerate(events)
     )
@@ -292,16 +373,19 @@ def decode_json(body: bytes | str | dict[str, Any]) -> list[SpanRecord]:
     if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
         raise MalformedInput("not OTLP/JSON: expected an object with a `resourceSpans` list")
     out = []
+    budget = _Budget()
+    sizes = not isinstance(body, dict) and len(body) > MAX_SPAN_BYTES  # as in decode_protobuf
     for i, rs in enumerate(_objects(doc, "resourceSpans", "request")):
         where = f"resourceSpans[{i}]"
         try:
-            resource = _json_attrs(_object(rs, "resource", where).get("attributes", []), f"{where}.resource")
+            resource = _json_attrs(_object(rs, "resource", where).get("attributes", []), f"{where}.resource", budget)
         except _SpanProblem as exc:  # shared by every span below: the request is malformed
             raise MalformedInput(str(exc)) from None
+        budget.end_span()
         for j, ss in enumerate(_objects(rs, "scopeSpans", where)):
             scope = _object(ss, "scope", f"{where}.scopeSpans[{j}]")
             for k, sp in enumerate(_objects(ss, "spans", f"{where}.scopeSpans[{j}]")):
-                out.append(_json_span(sp, resource, scope, f"{where}.scopeSpans[{j}].spans[{k}]"))
+                out.append(_json_span(sp, resource, scope, f"{where}.scopeSpans[{j}].spans[{k}]", budget, sizes))
     return out
 
 

@@ -101,7 +101,7 @@ class GrpcReceiver:
             reply = routes.otlp_error(PROTOBUF, 401, routes.UNAUTHORIZED)
         else:
             try:
-                reply = routes.export(c, PROTOBUF, lambda: request, None)  # gRPC has already inflated it
+                reply = routes.export(c, PROTOBUF, request, None)  # gRPC has already inflated it
             except Exception:  # telemetry never crashes: the collector failed, not the body
                 log.exception("OTLP/gRPC export failed")
                 reply = routes.otlp_error(PROTOBUF, 503, "the collector failed; see its log", retry_after=5)

@@ -1,10 +1,10 @@
 """What each endpoint answers, apart from the HTTP server that carries it.
 
 Every function here takes the ``CollectorServer`` and the request's parts
-(already read: path pieces, query string, body or a body reader) and returns a
-:class:`Reply`; none touches a socket. ``.app`` is the HTTP layer around them
-(``http.server`` today): it frames requests, enforces what must be refused
-before a body is read, and sends the replies.
+(already read: path pieces, query string, body) and returns a :class:`Reply`;
+none touches a socket. ``.app`` is the HTTP layer around them (Starlette on
+uvicorn): it frames requests, enforces what must be refused before a body is
+read, and sends the replies.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import importlib.metadata
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from collector.otlp import RequestTooLarge
 from ledger.content import load_context
 from ledger.errors import MalformedInput
 
@@ -67,7 +68,7 @@ ENDPOINTS = {
     "DELETE /api/budgets/{id_or_name}": "remove a rule (its alerts stay)",
     "POST /api/budgets/sweep": "evaluate every rule now, alert, and wait ?wait=S for the webhooks",
     "GET /api/alerts": "alert events, newest first (?budget=&level=&since=&limit=&deliveries=true)",
-    "GET /healthz": "liveness (no token needed)",
+    "GET /healthz": "liveness (no token needed); with the token, the ledger path and writer figures",
 }
 
 
@@ -108,29 +109,30 @@ def authorized(token: str | None, authorization: str | None) -> bool:
 
 # --- POST /v1/traces, and OTLP/gRPC TraceService/Export ------------------------------------
 
-_DECODE_SLOT_WAIT_S = 10  # a request waits this long for a decode slot before it is told to retry
+DECODE_SLOT_WAIT_S = 10  # a complete body waits this long for a decode slot before it is told to retry
 
 
-def export(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encoding: str | None) -> Reply:
-    """One OTLP export from body to answer, whichever transport carried it (OTLP/HTTP or gRPC,
-    after each has checked the token): a decode slot, ``submit``, then the wait for the commit.
+def export(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> Reply:
+    """One OTLP export from a complete body to its answer, on the caller's thread (the gRPC
+    listener's; the HTTP layer takes the same steps on its event loop, without a thread per
+    waiting request): a decode slot shared by every listener, ``submit``, the wait for the commit.
 
     The reply is what OTLP/HTTP sends; the gRPC layer turns a failure's ``google.rpc.Status``
     body into the call's status.
     """
-    if not c.decode_slots.acquire(timeout=_DECODE_SLOT_WAIT_S):
+    if not c.decode_slots.green_acquire(timeout=DECODE_SLOT_WAIT_S):
         return otlp_error(kind, 503, "collector is busy decoding other requests", retry_after=1, close=True)
     try:
         with c.writer.incoming():
-            outcome = submit(c, kind, read_body, encoding)
+            outcome = submit(c, kind, raw, encoding)
     finally:
-        c.decode_slots.release()
+        c.decode_slots.green_release()
     return outcome if isinstance(outcome, Reply) else acknowledge(c, kind, outcome)
 
 
-def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encoding: str | None) -> Reply | Ticket:
-    """Read, inflate, decode and queue an export: the writer's ticket, or the reply when
-    there is nothing to wait for (a bad body, a full queue, no spans).
+def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> Reply | Ticket:
+    """Inflate, decode and queue an export's body (read completely): the writer's ticket,
+    or the reply when there is nothing to wait for (a bad body, a full queue, no spans).
 
     No body is ever a 500: what the sender must fix is 400 (413, 415), what a
     retry can fix is 429/503. Decoding runs ``collector.otlp`` and ``prepare``,
@@ -139,21 +141,17 @@ def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encodi
     """
     cfg = c.config
     try:
-        raw = read_body()
         body = decompress(raw, encoding, cfg.max_decoded_bytes)
-        del raw
         batch = c.decoder.prepare(body, kind)
         del body
-    except BodyTooLarge as exc:
-        return otlp_error(kind, 413, str(exc), close=True)
+    except (BodyTooLarge, RequestTooLarge) as exc:
+        return otlp_error(kind, 413, str(exc))
     except UnsupportedEncoding as exc:
         return otlp_error(kind, 415, str(exc))
     except (MalformedInput, ValueError) as exc:
         return otlp_error(kind, 400, f"not a valid OTLP ExportTraceServiceRequest, nothing written: {exc}")
     except DecoderUnavailable as exc:
         return otlp_error(kind, 503, str(exc), retry_after=1)
-    except OSError:
-        raise  # the connection failed while the body was read: nothing to answer for the body
     except Exception as exc:  # a decoder bug this body found: logged, and never retried forever
         log.exception("decoding an OTLP body failed unexpectedly")
         return otlp_error(kind, 400, f"this body cannot be decoded, nothing written: {type(exc).__name__}: {exc}")
@@ -167,11 +165,14 @@ def submit(c: CollectorServer, kind: str, read_body: Callable[[], bytes], encodi
         return otlp_error(kind, 503, str(exc), retry_after=5)
 
 
-def acknowledge(c: CollectorServer, kind: str, ticket: Ticket) -> Reply:
-    """The export's answer once its spans are committed (200), or why they are not yet (503)."""
+def acknowledge(c: CollectorServer, kind: str, ticket: Ticket, wait_s: float | None = None) -> Reply:
+    """The export's answer once its spans are committed (200), or why they are not (503, 400).
+
+    Waits for the commit on this thread up to ``wait_s`` (default: the configured ack timeout);
+    a caller that has already awaited it elsewhere (the event loop) passes 0."""
     timeout = c.config.ack_timeout_s
     try:
-        accepted = ticket.wait(timeout)
+        accepted = ticket.wait(timeout if wait_s is None else wait_s)
     except TimeoutError:
         # The spans may still commit; a retry is harmless (ingest is idempotent).
         return otlp_error(kind, 503, f"spans not committed within {timeout} s", retry_after=5)
@@ -196,17 +197,20 @@ def _version() -> str:
         return "unknown"
 
 
-def healthz(c: CollectorServer) -> Reply:
+def healthz(c: CollectorServer, *, figures: bool) -> Reply:
+    """Liveness; with ``figures`` (the caller holds the token, or none is set) also the
+    ledger's path and the writer's figures, which are not for anyone who can reach the port."""
     st = c.writer.stats
     alive = c.writer.alive
+    liveness = {"status": "ok" if alive else "unavailable", "service": "turnledger", "auth": bool(c.config.token)}
+    if not figures:
+        return json_reply(200 if alive else 503, liveness)
     return json_reply(
         200 if alive else 503,
         {
-            "status": "ok" if alive else "unavailable",
-            "service": "turnledger",
+            **liveness,
             "version": _version(),
             "db": str(c.db_path),
-            "auth": bool(c.config.token),
             "uptime_s": round(time.monotonic() - c.started_at, 3),
             "queued_spans": c.writer.queued_spans,
             "writer": {

@@ -1,18 +1,18 @@
 """``CollectorServer``: the receiver's lifecycle, storage and the state its routes share.
 
 It opens the ledger, starts the one writer, the decode pool and the reader
-cursors, binds the HTTP server (``.app``) and, with a budget governor, its
-sweeper; :meth:`CollectorServer.stop` takes them down in the order that loses
-nothing. What each endpoint answers is in ``.routes``.
+cursors, binds the listeners (``.app``: OTLP/HTTP and the API) and, with a
+budget governor, its sweeper; :meth:`CollectorServer.stop` takes them down in
+the order that loses nothing. What each endpoint answers is in ``.routes``.
 
-Every request is handled on its own thread; the DuckDB file is written only by
-the ``LedgerWriter`` thread and read through a small pool of cursors on the same
+Requests are coroutines on the HTTP server's event loop (its own thread); their
+decoding and queries run on threads. The DuckDB file is written only by the
+``LedgerWriter`` thread and read through a small pool of cursors on the same
 database instance (DuckDB's MVCC lets reads run while a batch commits).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable
 from contextlib import suppress
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import aiologic
 import duckdb
 
 from ledger.budgets.windows import system_clock
@@ -56,7 +57,8 @@ class ServerConfig:
     max_decoded_bytes: int = 64 * MiB  # after gzip/deflate; larger → 413
     max_queued_spans: int = 200_000  # decoded, not yet committed; more → 429
     max_batch_spans: int = 25_000  # coalesced into one ingest call (one transaction)
-    max_concurrent_decodes: int = 4  # request bodies being read/decoded at once
+    max_concurrent_decodes: int = 4  # complete request bodies being decoded at once
+    body_timeout_s: float = 30.0  # a request body not received within this → 408 (slow clients)
     decode_workers: int = 0  # processes that decode bodies and build rows; 0: on the request's thread
     ack_timeout_s: float = 20.0  # waiting for the commit longer than this → 503 (retry is safe)
     reader_connections: int = 4  # concurrent named queries
@@ -114,8 +116,9 @@ class CollectorServer:
         )
         self.decoder = DecodePool(cfg.decode_workers, self.writer.prices, cfg.redact_content)
         self.readers = ReaderPool(self.con, cfg.reader_connections)
-        # Request bodies being read and decoded at once: each is held in memory meanwhile.
-        self.decode_slots = threading.BoundedSemaphore(max(1, cfg.max_concurrent_decodes))
+        # Complete bodies being decoded at once, whichever listener took them (usable from
+        # threads and from the event loop): each is held inflated in memory meanwhile.
+        self.decode_slots = aiologic.BoundedSemaphore(max(1, cfg.max_concurrent_decodes))
         try:
             self.httpd = ReceiverHTTPServer((cfg.host, cfg.port), self)
         except OSError:
@@ -128,11 +131,10 @@ class CollectorServer:
             try:
                 self.grpc = GrpcReceiver(self, cfg.host, cfg.grpc_port)
             except OSError:
-                self.httpd.server_close()
+                self.httpd.shutdown(0)  # never started: closes its socket and decode threads
                 self._close_storage()
                 raise
         self.started_at = time.monotonic()
-        self._thread: threading.Thread | None = None
         self._stopped = False
 
     @property
@@ -157,22 +159,28 @@ class CollectorServer:
         """Serve on a background thread (and start the budget sweeper); returns self."""
         if self.governor is not None and self.sweep_interval > 0:
             self.governor.start_sweeper(self.con, self.sweep_interval)
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="turnledger-http", daemon=True)
-        self._thread.start()
+        self._start_listeners()
+        return self
+
+    def _start_listeners(self) -> None:
+        """Every listener serves from here on (each on threads of its own)."""
+        self.httpd.serve_in_background()
         if self.grpc is not None:
             self.grpc.start()
-        return self
+
+    def _stop_listeners(self, timeout: float) -> None:
+        """Every listener stops taking requests and finishes those in flight (their commits too: the writer
+        still runs)."""
+        if self.grpc is not None:
+            self.grpc.stop(grace=min(timeout, self.config.ack_timeout_s))
+        self.httpd.shutdown(timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop taking requests, commit what was accepted, close the ledger (checkpointing it)."""
         if self._stopped:
             return
         self._stopped = True
-        if self.grpc is not None:  # calls in flight are answered: the writer still runs
-            self.grpc.stop(grace=min(timeout, self.config.ack_timeout_s))
-        if self._thread is not None:
-            self.httpd.shutdown()
-        self.httpd.server_close()
+        self._stop_listeners(timeout)
         self._close_storage(timeout)
 
     def _close_storage(self, timeout: float = 30.0) -> None:

@@ -123,10 +123,25 @@ class Ticket:
         self._done = threading.Event()
         self._result: Accepted | None = None
         self._error: BaseException | None = None
+        self._callbacks: list[Callable[[], object]] = []
+        self._lock = threading.Lock()
 
     def _finish(self, result: Accepted | None = None, error: BaseException | None = None) -> None:
         self._result, self._error = result, error
-        self._done.set()
+        with self._lock:
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def when_done(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` (on the writer's thread) once the batch has committed or failed;
+        at once if it has. An event loop waits this way without a thread per request."""
+        with self._lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
 
     def wait(self, timeout: float | None = None) -> Accepted:
         if not self._done.wait(timeout):
