@@ -107,6 +107,18 @@ class _BoundedHttpTools(HttpToolsProtocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def eof_received(self) -> bool | None:  # type: ignore[override]  # asyncio.Protocol allows a bool
+        """A client may half-close once it has sent its request (legal in HTTP/1.1): a whole request
+        is still answered (uvicorn would close at once and drop the answer); a body the half-close
+        cut short is a 400, as for any malformed request; an idle connection just closes."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            return None
+        if cycle.more_body and not cycle.response_started:
+            self.send_400_response("the request ended before its body did")
+            return None
+        return True  # keep the write side open for the answer; uvicorn closes after it
+
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_bytes = 0

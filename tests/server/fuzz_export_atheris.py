@@ -68,7 +68,7 @@ def main() -> None:
             return
         kind = JSON if data[0] & 1 else PROTOBUF
         encoding = ENCODINGS[(data[0] >> 1) % len(ENCODINGS)]
-        reply = export(server, kind, lambda: data[1:], encoding)
+        reply = export(server, kind, data[1:], encoding)
         assert reply.status in ALLOWED, (reply.status, reply.body[:300])
         if reply.status == 200:
             if kind == JSON:
