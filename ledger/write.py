@@ -12,7 +12,9 @@ only redeliveries pay it).
 A billed call reported by several spans (the anthropic SDK's own and an
 instrumentation's) is charged once: ``ledger.dedup`` keeps the charge rows of
 the charged copies only, in the same transaction, and takes back a stored
-charge when a better copy arrives later (both traces' runs are rebuilt).
+charge when a better copy arrives later (both traces' runs are rebuilt). The
+ledger's one writer passes its ``dedup.CopyIndex``, so that a commit sharing
+nothing with the stored copies does not query them.
 """
 
 from __future__ import annotations
@@ -81,14 +83,19 @@ def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table, *, ignore
 
 
 def write(
-    con: duckdb.DuckDBPyConnection, batches: Sequence[PreparedBatch], *, defer_runs: bool = False
+    con: duckdb.DuckDBPyConnection,
+    batches: Sequence[PreparedBatch],
+    *,
+    defer_runs: bool = False,
+    copy_index: dedup.CopyIndex | None = None,
 ) -> IngestReport:
     """Insert prepared batches in ONE transaction (one commit however many there are).
 
     The touched traces' ``runs`` rows are rebuilt in the same transaction, with
     any left pending before. ``defer_runs`` leaves them pending instead (in
     ``runs_pending``, committed with the spans): a server under load rebuilds
-    the runs of many commits at once.
+    the runs of many commits at once. ``copy_index``: the single writer's index
+    of stored copies (``ledger.dedup.CopyIndex``), kept up to date here.
     """
     report = IngestReport(
         received=sum(b.received for b in batches),
@@ -101,9 +108,9 @@ def write(
     tables = {name: _concat(name, batches) for name in WRITTEN}
     firsts = runs.earliest(b.first_starts for b in batches)
     try:
-        written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=False)
+        written = _write_tables(con, tables, firsts, defer_runs, copy_index, ignore_existing=False)
     except duckdb.ConstraintException:  # a redelivered span: replay, skipping rows already stored
-        written = _write_tables(con, tables, firsts, defer_runs, ignore_existing=True)
+        written = _write_tables(con, tables, firsts, defer_runs, copy_index, ignore_existing=True)
     report.spans_written = written.rows.get("spans", 0)
     report.charges_written = written.rows.get("charges", 0)
     report.traces |= written.uncharged.keys()
@@ -125,6 +132,7 @@ def _write_tables(
     tables: dict[str, pa.Table | None],
     firsts: dict[str, int],
     defer_runs: bool,
+    copy_index: dedup.CopyIndex | None,
     *,
     ignore_existing: bool,
 ) -> _Written:
@@ -135,7 +143,7 @@ def _write_tables(
         tables = dict(tables)
         copies, charges = tables.get("call_copies"), tables.get("charges")
         if copies is not None and charges is not None:  # one charge per billed call, decided before either goes in
-            charged = dedup.charge_once(con, copies, charges)
+            charged = dedup.charge_once(con, copies, charges, copy_index)
             tables["call_copies"], tables["charges"], written.uncharged = (
                 charged.copies,
                 charged.charges,
