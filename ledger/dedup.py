@@ -228,11 +228,8 @@ def charge_once(
 
 def _neighbours(con: duckdb.DuckDBPyConnection, copies: pa.Table, since: str, keys: list[str]) -> list[tuple[Any, ...]]:
     nest = "" if any(not k.startswith(_RESPONSE) for k in keys) else _WITHOUT_RESPONSE_ID
-    con.register("_new_copies", copies.select(["trace_id", "billed_call"]))
-    try:
-        return con.execute(_NEIGHBOURS.format(since=since, nest=nest)).fetchall()
-    finally:
-        con.unregister("_new_copies")
+    _new_copies = copies.select(["trace_id", "billed_call"])  # read by name (as ledger.write._insert)
+    return con.execute(_NEIGHBOURS.format(since=since, nest=nest)).fetchall()
 
 
 def _charge(
