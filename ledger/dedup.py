@@ -33,7 +33,7 @@ only for stored copies that changed.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -154,25 +154,33 @@ class CopyIndex:
             index.add(*zip(*rows, strict=True))
         return index
 
-    def add(self, keys: Iterable[str], traces: Iterable[str], starts: Iterable[int]) -> None:
+    def add(self, keys: Sequence[str], traces: Sequence[str], starts: Sequence[int]) -> None:
         """Note copies stored (or about to be) with these keys, traces and start times (ns)."""
-        covered = self.covered_from
-        for key, trace, start in zip(keys, traces, starts, strict=True):
-            if covered is not None and start < covered:
-                continue  # older than what the index answers for: a query covers it
-            part = self._slices.get(start // WINDOW_NS)
-            if part is None:
-                part = self._slices[start // WINDOW_NS] = _Slice()
-            before = len(part.keys)
-            part.keys.add(hash(key))
-            self._size += len(part.keys) - before
-            part.traces.add(hash(trace))
-            if not key.startswith(_RESPONSE):
-                part.bare_traces.add(hash(trace))
+        if not starts:
+            return
+        low, high = min(starts), max(starts)
+        covered = self.covered_from is None or low >= self.covered_from
+        if covered and low // WINDOW_NS == high // WINDOW_NS:  # the usual commit: all in one window, at once
+            self._add_to(low, keys, traces)
+        else:
+            for key, trace, start in zip(keys, traces, starts, strict=True):
+                self._add_to(start, (key,), (trace,))
         while self._size > self.max_copies and len(self._slices) > 1:
             oldest = min(self._slices)
             self._size -= len(self._slices.pop(oldest))
             self.covered_from = max(self.covered_from or 0, (oldest + 1) * WINDOW_NS)
+
+    def _add_to(self, start: int, keys: Sequence[str], traces: Sequence[str]) -> None:
+        if self.covered_from is not None and start < self.covered_from:
+            return  # older than what the index answers for: a query covers it
+        part = self._slices.get(start // WINDOW_NS)
+        if part is None:
+            part = self._slices[start // WINDOW_NS] = _Slice()
+        before = len(part.keys)
+        part.keys.update(map(hash, keys))
+        self._size += len(part.keys) - before
+        part.traces.update(map(hash, traces))
+        part.bare_traces.update(hash(t) for k, t in zip(keys, traces, strict=True) if not k.startswith(_RESPONSE))
 
     def may_meet(self, since: int, keys: list[str], traces: list[str]) -> bool:
         """Whether a stored copy that started at ``since`` or later may share a key or, as the

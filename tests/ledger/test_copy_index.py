@@ -95,3 +95,10 @@ def test_the_index_stays_within_max_copies_and_answers_for_what_it_dropped_by_qu
     assert not index.may_meet(T0 + 2 * WINDOW_NS, ["response:msg_new"], ["trace_new"])
     assert index.may_meet(T0 + 2 * WINDOW_NS, ["response:msg_3"], ["trace_new"])  # still held
     assert index.may_meet(T0, ["response:msg_new"], ["trace_new"])  # reaches back before what it covers
+
+
+def test_copies_a_commit_adds_on_both_sides_of_what_the_index_covers_are_kept_from_there_on():
+    index = CopyIndex(covered_from=T0 + 10 * MS)  # as loaded at start: a bound inside a window
+    index.add(["response:old", "response:new"], ["t1", "t2"], [T0, T0 + 20 * MS])
+    assert index.may_meet(T0 + 15 * MS, ["response:new"], ["t3"])
+    assert index.may_meet(T0 + 15 * MS, ["span:x"], ["t2"])
