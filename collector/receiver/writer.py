@@ -21,6 +21,11 @@ themselves cannot be inserted (``_input_fault``), is refused (``RequestRejected`
 retryable ``WriterUnavailable`` (503). Nothing is written twice: the failed
 commit was rolled back whole.
 
+The writer is the only one writing the file, so it keeps the ledger's
+``CopyIndex`` (``ledger.dedup``: the keys and traces of the model-call copies
+stored lately, loaded at start): a commit whose copies meet none of them skips
+the lookup of stored copies that one charge per billed call otherwise costs.
+
 Memory is bounded: spans count against ``max_queued_spans`` from ``submit``
 until their batch has committed; past the bound ``submit`` raises ``QueueFull``
 and the HTTP layer answers 429 with ``Retry-After``.
