@@ -134,8 +134,9 @@ class CopyIndex:
     does, from ``load`` at start): it must see every copy committed after it was
     loaded. It may hold more than the table (a rolled-back commit's copies, a
     hash that collides), which only costs the query it saves; never less. Memory
-    is bounded: past ``max_copies``, the oldest window's slice is dropped and
-    ``covered_from`` moves past it (a batch reaching back there is queried).
+    is bounded (~70 bytes a copy): past ``max_copies`` keys, the oldest window's
+    slice is dropped and ``covered_from`` moves past it, so a batch reaching back
+    there is queried as without an index.
     """
 
     def __init__(self, max_copies: int = 500_000, covered_from: int | None = None) -> None:
@@ -165,7 +166,7 @@ class CopyIndex:
         else:
             for key, trace, start in zip(keys, traces, starts, strict=True):
                 self._add_to(start, (key,), (trace,))
-        while self._size > self.max_copies and len(self._slices) > 1:
+        while self._size > self.max_copies:  # even the newest window: its batches are queried until the next
             oldest = min(self._slices)
             self._size -= len(self._slices.pop(oldest))
             self.covered_from = max(self.covered_from or 0, (oldest + 1) * WINDOW_NS)

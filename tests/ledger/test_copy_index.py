@@ -102,3 +102,10 @@ def test_copies_a_commit_adds_on_both_sides_of_what_the_index_covers_are_kept_fr
     index.add(["response:old", "response:new"], ["t1", "t2"], [T0, T0 + 20 * MS])
     assert index.may_meet(T0 + 15 * MS, ["response:new"], ["t3"])
     assert index.may_meet(T0 + 15 * MS, ["span:x"], ["t2"])
+
+
+def test_a_window_holding_more_than_max_copies_is_dropped_and_queried_until_the_next():
+    index = CopyIndex(max_copies=2)
+    index.add(["response:a", "response:b", "response:c"], ["t1", "t1", "t1"], [T0, T0 + MS, T0 + 2 * MS])
+    assert index.may_meet(T0 + 3 * MS, ["response:new"], ["t9"])  # not answered from memory any more
+    assert not index.may_meet(T0 + 3 * WINDOW_NS, ["response:new"], ["t9"])  # past it, answered again
