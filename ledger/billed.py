@@ -24,7 +24,7 @@ copies: each attempt has its own response id, its own request id or its own
 span.
 
 **Which copy is charged**: the one with the most complete usage (most usage
-terms reported, ``normalize.usage_completeness``: a cache-write TTL split counts
+terms reported, ``normalize.ModelCall.usage_terms``: a cache-write TTL split counts
 as one more), then the smallest instrumentation scope name, then trace id,
 then span id. Deterministic, so every arrival order ends with the same charge;
 on the anthropic SDK's spans (scope ``com.anthropic.sdk.python``, which sorts
@@ -34,7 +34,7 @@ instrumentation reports more.
 
 from __future__ import annotations
 
-from .normalize import ModelCall, response_ids, usage_completeness
+from .normalize import ModelCall, response_ids
 from .spans import SpanRecord
 from .tables import table
 
@@ -44,11 +44,11 @@ __all__ = ["KEY_KINDS", "call_copy_row", "key_of"]
 KEY_KINDS = ("response:", "request:", "span:")
 
 _COPY_ROW = table("call_copies").compile_row(
-    "s, key, call, completeness",
+    "s, key, call",
     {
         "trace_id": "s.trace_id", "span_id": "s.span_id", "parent_span_id": "s.parent_span_id",
         "billed_call": "key", "model": "call.model", "start_time": "s.start_ns", "end_time": "s.end_ns",
-        "usage_terms": "completeness", "scope_name": "s.scope_name", "duplicate_of_trace": "None",
+        "usage_terms": "call.usage_terms", "scope_name": "s.scope_name", "duplicate_of_trace": "None",
         "duplicate_of": "None",
     },
 )  # fmt: skip
@@ -66,4 +66,4 @@ def key_of(span: SpanRecord) -> str:
 
 def call_copy_row(span: SpanRecord, call: ModelCall) -> tuple[object, ...]:
     """The ``call_copies`` row of one model-call span (not yet a duplicate of anything)."""
-    return _COPY_ROW(span, key_of(span), call, usage_completeness(span))
+    return _COPY_ROW(span, key_of(span), call)

@@ -17,19 +17,23 @@ arriving minutes after it, ends in the same single charge:
    trace's runs row is rebuilt), and only the batch's charged copies keep their
    charge rows.
 
-Cost per commit: ONE query, for the stored copies that share a key with the
-batch or are a batch copy's parent or child; usually it finds none and the
-batch has no two copies of one call, and that is all. Otherwise the grouping
-runs here in Python over those few rows, and an UPDATE and a DELETE follow only
-for stored copies that changed. Copies of one billed call time the same HTTP
-exchange, so they start within ``WINDOW_NS`` of each other: the bound lets
-DuckDB skip older row groups by their min/max instead of reading the table.
+Cost per commit: at most ONE query, for the stored copies that share a key
+with the batch or are a batch copy's parent or child. Copies of one billed call
+time the same HTTP exchange, so they start within ``WINDOW_NS`` of each other:
+the bound lets DuckDB skip older row groups by their min/max. The query still
+reads every copy of the window (about 0.1 µs each, per commit), so the single
+writer keeps a ``CopyIndex``: the keys and traces of the copies stored lately,
+in memory, and the query runs only for a batch that shares one with them (or
+reaches back before what the index covers). Usually nothing is shared and the
+batch holds no two copies of one call, and that is all. Otherwise the grouping
+runs here in Python over the few rows found, and an UPDATE and a DELETE follow
+only for stored copies that changed.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,7 +43,7 @@ import pyarrow.compute as pc
 
 from .billed import KEY_KINDS
 
-__all__ = ["WINDOW_NS", "Charged", "charge_once", "copy_with_context"]
+__all__ = ["WINDOW_NS", "Charged", "CopyIndex", "charge_once", "copy_with_context"]
 
 # Copies of one billed call time the same HTTP exchange, so they start within the
 # longest call of each other (in practice, milliseconds). The lookup reads every
@@ -49,6 +53,7 @@ WINDOW_NS = 15 * 60 * 10**9
 
 _COLUMNS = "trace_id, span_id, parent_span_id, billed_call, model, epoch_ns(start_time), epoch_ns(end_time), " \
     "usage_terms, scope_name, duplicate_of_trace, duplicate_of"  # fmt: skip
+_RESPONSE = KEY_KINDS[0]
 # The stored copies that may be related to the batch's: same key, or same trace (a parent or a
 # child of one is picked out in Python: two plain semi joins cost half of asking DuckDB for it).
 # Two copies that both carry response ids are one call only if the ids are equal (the key
@@ -58,7 +63,7 @@ SELECT {_COLUMNS} FROM call_copies c WHERE c.start_time >= {{since}} AND (
     c.billed_call IN (SELECT billed_call FROM _new_copies)
     OR ({{nest}}c.trace_id IN (SELECT trace_id FROM _new_copies)))
 """
-_WITHOUT_RESPONSE_ID = f"NOT starts_with(c.billed_call, '{KEY_KINDS[0]}') AND "
+_WITHOUT_RESPONSE_ID = f"NOT starts_with(c.billed_call, '{_RESPONSE}') AND "
 _OF_KEYS = f"SELECT {_COLUMNS} FROM call_copies WHERE start_time >= {{since}} AND billed_call IN (SELECT unnest($keys))"
 _UPDATE = """
 UPDATE call_copies SET billed_call = u.billed_call, duplicate_of_trace = u.duplicate_of_trace,
@@ -69,6 +74,11 @@ _UNCHARGE = """
 DELETE FROM charges WHERE start_time >= {since}
   AND EXISTS (SELECT 1 FROM _uncharged u WHERE u.trace_id = charges.trace_id AND u.span_id = charges.span_id)
 """
+# What a CopyIndex starts from: the copies that started in the newest stretch of two windows.
+_EARLIEST_RECENT = f"SELECT epoch_ns(max(start_time)) - {2 * WINDOW_NS} FROM call_copies"
+_RECENT = (
+    "SELECT billed_call, trace_id, epoch_ns(start_time) FROM call_copies WHERE start_time >= make_timestamp_ns($since)"
+)
 # The copies of the same billed call as one span (same key, same charged copy) that have a captured payload.
 _COPY_WITH_CONTEXT = """
 WITH me AS (
@@ -106,33 +116,150 @@ class _Copy:
 
 
 @dataclass
+class _Slice:
+    """The stored copies that started in one ``WINDOW_NS`` of time: hashes of their keys and traces."""
+
+    keys: set[int] = field(default_factory=set)
+    traces: set[int] = field(default_factory=set)
+    bare_traces: set[int] = field(default_factory=set)  # traces of copies keyed by no response id
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class CopyIndex:
+    """Which billed-call keys and traces the stored copies hold, for those that started since ``covered_from``.
+
+    Only the ledger's one writer may keep one (``collector.receiver.LedgerWriter``
+    does, from ``load`` at start): it must see every copy committed after it was
+    loaded. It may hold more than the table (a rolled-back commit's copies, a
+    hash that collides), which only costs the query it saves; never less. Memory
+    is bounded (~70 bytes a copy): past ``max_copies`` keys, the oldest window's
+    slice is dropped and ``covered_from`` moves past it, so a batch reaching back
+    there is queried as without an index.
+    """
+
+    def __init__(self, max_copies: int = 500_000, covered_from: int | None = None) -> None:
+        self.max_copies = max_copies
+        self.covered_from = covered_from  # None: every stored copy is covered
+        self._slices: dict[int, _Slice] = {}  # start_ns // WINDOW_NS -> its copies
+        self._size = 0
+
+    @classmethod
+    def load(cls, con: duckdb.DuckDBPyConnection, max_copies: int = 500_000) -> CopyIndex:
+        """The index of a ledger's copies that started within two windows of the newest."""
+        earliest = con.execute(_EARLIEST_RECENT).fetchall()[0][0]
+        index = cls(max_copies, covered_from=None if earliest is None else int(earliest))
+        if earliest is not None:
+            rows = con.execute(_RECENT, {"since": int(earliest)}).fetchall()
+            index.add(*zip(*rows, strict=True))
+        return index
+
+    def add(self, keys: Sequence[str], traces: Sequence[str], starts: Sequence[int]) -> None:
+        """Note copies stored (or about to be) with these keys, traces and start times (ns)."""
+        if not starts:
+            return
+        low, high = min(starts), max(starts)
+        covered = self.covered_from is None or low >= self.covered_from
+        if covered and low // WINDOW_NS == high // WINDOW_NS:  # the usual commit: all in one window, at once
+            self._add_to(low, keys, traces)
+        else:
+            for key, trace, start in zip(keys, traces, starts, strict=True):
+                self._add_to(start, (key,), (trace,))
+        while self._size > self.max_copies:  # even the newest window: its batches are queried until the next
+            oldest = min(self._slices)
+            self._size -= len(self._slices.pop(oldest))
+            self.covered_from = max(self.covered_from or 0, (oldest + 1) * WINDOW_NS)
+
+    def _add_to(self, start: int, keys: Sequence[str], traces: Sequence[str]) -> None:
+        if self.covered_from is not None and start < self.covered_from:
+            return  # older than what the index answers for: a query covers it
+        part = self._slices.get(start // WINDOW_NS)
+        if part is None:
+            part = self._slices[start // WINDOW_NS] = _Slice()
+        before = len(part.keys)
+        part.keys.update(map(hash, keys))
+        self._size += len(part.keys) - before
+        part.traces.update(map(hash, traces))
+        part.bare_traces.update(hash(t) for k, t in zip(keys, traces, strict=True) if not k.startswith(_RESPONSE))
+
+    def may_meet(self, since: int, keys: list[str], traces: list[str]) -> bool:
+        """Whether a stored copy that started at ``since`` or later may share a key or, as the
+        neighbour query asks, a trace with these copies (False: it surely does not)."""
+        if self.covered_from is not None and since < self.covered_from:
+            return True
+        key_hashes = {hash(k) for k in keys}
+        trace_hashes = {hash(t) for t in traces}
+        every_trace = any(not k.startswith(_RESPONSE) for k in keys)  # as _NEIGHBOURS' nest filter
+        first = since // WINDOW_NS
+        for n, part in self._slices.items():
+            if n < first:
+                continue
+            if not key_hashes.isdisjoint(part.keys):
+                return True
+            if not trace_hashes.isdisjoint(part.traces if every_trace else part.bare_traces):
+                return True
+        return False
+
+
+@dataclass
 class Charged:
     """The batch's rows as they go in, and the stored charges taken back."""
 
     copies: pa.Table  # with their final keys and marks
     charges: pa.Table  # of the charged copies only
     uncharged: dict[str, int] = field(default_factory=dict)  # trace id -> earliest start of a charge deleted
+    changed: list[_Copy] = field(default_factory=list)  # stored copies given another key or mark
 
 
-def charge_once(con: duckdb.DuckDBPyConnection, copies: pa.Table, charges: pa.Table) -> Charged:
-    """Decide which of this batch's copies (and the stored ones they join) are charged; the rows to insert."""
-    first = pc.min(copies["start_time"]).cast(pa.int64()).as_py()
-    since = f"make_timestamp_ns({int(first) - WINDOW_NS})"  # a literal: a constant the scan prunes row groups by
-    keys = copies["billed_call"].to_pylist()
-    nest = "" if any(not k.startswith(KEY_KINDS[0]) for k in keys) else _WITHOUT_RESPONSE_ID
-    con.register("_new_copies", copies.select(["trace_id", "billed_call"]))
-    try:
-        stored = con.execute(_NEIGHBOURS.format(since=since, nest=nest)).fetchall()
-    finally:
-        con.unregister("_new_copies")
-    traces = copies["trace_id"].to_pylist()
-    ids = set(zip(traces, copies["span_id"].to_pylist(), strict=True))
-    parents = set(zip(traces, copies["parent_span_id"].to_pylist(), strict=True))
+def charge_once(
+    con: duckdb.DuckDBPyConnection, copies: pa.Table, charges: pa.Table, index: CopyIndex | None = None
+) -> Charged:
+    """Decide which of this batch's copies (and the stored ones they join) are charged; the rows to insert.
+
+    ``index``: the writer's ``CopyIndex`` (the neighbour query runs only when it
+    may find something), which learns this batch's copies; None: always query.
+    """
+    first = int(pc.min(copies["start_time"]).cast(pa.int64()).as_py()) - WINDOW_NS
+    since = f"make_timestamp_ns({first})"  # a literal: a constant the scan prunes row groups by
+    keys, traces = copies["billed_call"].to_pylist(), copies["trace_id"].to_pylist()
+    stored: list[tuple[Any, ...]] = []
+    if index is None or index.may_meet(first, keys, traces):
+        stored = _neighbours(con, copies, since, keys)
+    charged = _charge(con, copies, charges, since, stored, keys, traces)
+    if index is not None:  # before the commit: a rollback leaves the index holding more, never less
+        final = keys if charged.copies is copies else charged.copies["billed_call"].to_pylist()
+        index.add(final, traces, _ns(copies["start_time"]))
+        changed = charged.changed
+        index.add([c.key for c in changed], [c.trace_id for c in changed], [c.start for c in changed])
+    return charged
+
+
+def _neighbours(con: duckdb.DuckDBPyConnection, copies: pa.Table, since: str, keys: list[str]) -> list[tuple[Any, ...]]:
+    nest = "" if any(not k.startswith(_RESPONSE) for k in keys) else _WITHOUT_RESPONSE_ID
+    _new_copies = copies.select(["trace_id", "billed_call"])  # read by name (as ledger.write._insert)
+    return con.execute(_NEIGHBOURS.format(since=since, nest=nest)).fetchall()
+
+
+def _charge(
+    con: duckdb.DuckDBPyConnection,
+    copies: pa.Table,
+    charges: pa.Table,
+    since: str,
+    stored: list[tuple[Any, ...]],
+    keys: list[str],
+    traces: list[str],
+) -> Charged:
     key_set = set(keys)
+    span_ids, parent_ids = copies["span_id"].to_pylist(), copies["parent_span_id"].to_pylist()
+    if not stored and len(key_set) == len(keys) and set(parent_ids).isdisjoint(span_ids):
+        return Charged(copies, charges)  # the common case: nothing to group (no copy under another)
+    ids = set(zip(traces, span_ids, strict=True))
+    parents = set(zip(traces, parent_ids, strict=True))
     # A parent or child of a batch copy, or a copy of one of its calls.
     related = [r for r in stored if r[3] in key_set or (r[0], r[1]) in parents or (r[0], r[2]) in ids]
     if not related and len(key_set) == len(keys) and not (parents & ids):
-        return Charged(copies, charges)  # the common case: nothing to group
+        return Charged(copies, charges)
     batch = [_Copy(*row) for row in _rows(copies)]
     old = {c.id: c for c in (_Copy(*row) for row in related)}
     more = {c.key for c in old.values()} - set(keys)  # keys the batch may join through nesting
@@ -157,12 +284,16 @@ def charge_once(con: duckdb.DuckDBPyConnection, copies: pa.Table, charges: pa.Ta
     charged = [c.dup_span is None for c in fresh]
     if not all(charged):
         charges = _charged_rows(charges, {c.id for c in fresh if c.dup_span is None})
-    return Charged(copies, charges, uncharged)
+    return Charged(copies, charges, uncharged, changed)
+
+
+def _ns(times: pa.ChunkedArray) -> list[int]:
+    return times.cast(pa.int64()).to_pylist()  # type: ignore[no-any-return]
 
 
 def _rows(copies: pa.Table) -> Iterable[tuple[Any, ...]]:
     cols = [copies[n].to_pylist() for n in ("trace_id", "span_id", "parent_span_id", "billed_call", "model")]
-    times = [copies[n].cast(pa.int64()).to_pylist() for n in ("start_time", "end_time")]
+    times = [_ns(copies[n]) for n in ("start_time", "end_time")]
     rest = [copies[n].to_pylist() for n in ("usage_terms", "scope_name", "duplicate_of_trace", "duplicate_of")]
     return zip(*cols, *times, *rest, strict=True)
 

@@ -72,7 +72,6 @@ __all__ = [
     "model_call",
     "response_ids",
     "tenant_of",
-    "usage_completeness",
 ]
 
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
@@ -180,7 +179,9 @@ _MODEL_KEYS = (
 )
 _PROVIDER_KEYS = (c.PROVIDER_NAME, "gen_ai.system", "llm.provider", "llm.system", "llm.vendor")
 _FINISH_KEYS = (c.FINISH_REASONS, "llm.finish_reason", "gen_ai.completion.0.finish_reason", "llm.response.stop_reason")
+# Every family's name for the input count, and for the output count.
 _TOKEN_KEYS = (c.INPUT_TOKENS, *_DEPRECATED_PROMPT, _OPENINFERENCE_PROMPT)
+_OUTPUT_KEYS = (c.OUTPUT_TOKENS, *_DEPRECATED_COMPLETION, _OPENINFERENCE_COMPLETION)
 # One-key families, as the tuples _count reads.
 _INPUT, _OUTPUT = (c.INPUT_TOKENS,), (c.OUTPUT_TOKENS,)
 _OPENINFERENCE_PROMPT_KEYS, _OPENINFERENCE_COMPLETION_KEYS = (_OPENINFERENCE_PROMPT,), (_OPENINFERENCE_COMPLETION,)
@@ -203,6 +204,9 @@ class ModelCall:
     # Why the usage cannot be taken as reported ("" when it can): the unusable counts
     # are 0 and the charge is flagged invalid_usage, never a silent $0.
     invalid_usage: str = ""
+    # How many usage terms the span reports (input, output, cache read, cache write,
+    # reasoning, the cache-write TTL split): which copy of a billed call is charged.
+    usage_terms: int = 0
 
 
 def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
@@ -226,8 +230,8 @@ def _attempt(value: Any) -> int:
     return n if 1 <= n <= MAX_ATTEMPT else 1
 
 
-def _count(attrs: Mapping[str, Any], keys: tuple[str, ...], bad: list[str]) -> int:
-    """The first token count present under ``keys``: an integer in [0, MAX_TOKENS].
+def _count(attrs: Mapping[str, Any], keys: tuple[str, ...], bad: list[str]) -> int | None:
+    """The first token count present under ``keys``: an integer in [0, MAX_TOKENS]; None if none is present.
 
     Anything else (negative, fractional, NaN, not a number, past the ceiling)
     is not guessed: it counts 0 and its key is added to ``bad``, which flags the
@@ -244,7 +248,7 @@ def _count(attrs: Mapping[str, Any], keys: tuple[str, ...], bad: list[str]) -> i
             bad.append(f"{key} {str(value)[:40]!r} is not a token count (an integer in [0, {MAX_TOKENS}])")
             return 0
         return n
-    return 0
+    return None
 
 
 def _loose_count(value: Any) -> int | None:
@@ -285,27 +289,28 @@ def is_model_call(span: SpanRecord) -> bool:
     return any(k in attrs for k in _TOKEN_KEYS) and bool(_first(attrs, _MODEL_KEYS))
 
 
-def _tokens(span: SpanRecord, bad: list[str]) -> tuple[TokenCounts, str]:
+def _tokens(span: SpanRecord, bad: list[str]) -> tuple[TokenCounts, str, int]:
+    """The span's tokens by term, how its input count was read, and how many usage terms it reports."""
     a = span.attributes
-    cache_read = _count(a, _CACHE_READ, bad)
-    cache_write = _count(a, _CACHE_WRITE, bad)
-    reasoning = _count(a, _REASONING, bad)
+    read, write, reasoning = _count(a, _CACHE_READ, bad), _count(a, _CACHE_WRITE, bad), _count(a, _REASONING, bad)
     known = input_includes_cache(span.scope_name, span.scope_version)
     if c.INPUT_TOKENS in a:
-        reported_in, out = _count(a, _INPUT, bad), _count(a, _OUTPUT, bad)
+        reported, out = _count(a, _INPUT, bad), _count(a, _OUTPUT, bad)
         includes = True if known is None else known  # the current conventions say: included
     elif _first(a, _DEPRECATED_PROMPT) is not None:
-        reported_in, out = _count(a, _DEPRECATED_PROMPT, bad), _count(a, _DEPRECATED_COMPLETION, bad)
+        reported, out = _count(a, _DEPRECATED_PROMPT, bad), _count(a, _DEPRECATED_COMPLETION, bad)
         # The old names mirrored OpenAI's prompt_tokens (cache included), except
         # where an instrumentation copied Anthropic's raw number.
         includes = True if known is None else known
     else:
-        reported_in, out = _count(a, _OPENINFERENCE_PROMPT_KEYS, bad), _count(a, _OPENINFERENCE_COMPLETION_KEYS, bad)
+        reported, out = _count(a, _OPENINFERENCE_PROMPT_KEYS, bad), _count(a, _OPENINFERENCE_COMPLETION_KEYS, bad)
         includes = True if known is None else known  # OpenInference's prompt count is the total prompt
+    one_hour, five_minute = _first(a, _CACHE_WRITE_1H), _first(a, _CACHE_WRITE_5M)
+    usage_terms = _reported_terms(a, read, write, reasoning, reported, out, one_hour, five_minute)
+    cache_read, cache_write, reported_in, out = read or 0, write or 0, reported or 0, out or 0
     if includes and reported_in < cache_read + cache_write:
         includes = False  # cannot include more than it counts: an excluding source
     uncached = reported_in - cache_read - cache_write if includes else reported_in
-    one_hour, five_minute = _first(a, _CACHE_WRITE_1H), _first(a, _CACHE_WRITE_5M)
     if one_hour is None and five_minute is None:  # no split reported: every write at the 5-minute rate
         write_5m, write_1h = cache_write, 0
     else:
@@ -314,10 +319,20 @@ def _tokens(span: SpanRecord, bad: list[str]) -> tuple[TokenCounts, str]:
         "uncached_input": uncached, "output": out, "cache_write": write_5m, "cache_read": cache_read,
         "cache_write_1h": write_1h,
     }  # fmt: skip
-    return (
-        TokenCounts.of(by_term, reasoning),
-        INCLUDES_CACHE if includes else EXCLUDES_CACHE,
-    )
+    return TokenCounts.of(by_term, reasoning or 0), INCLUDES_CACHE if includes else EXCLUDES_CACHE, usage_terms
+
+
+def _reported_terms(a: Mapping[str, Any], *counts: Any) -> int:
+    """How many usage terms a span reports, from the counts ``_tokens`` read (None: not reported).
+
+    Input and output were read from one attribute family only; a span that gives
+    them under another family's name still reports them (probed only then).
+    """
+    read, write, reasoning, reported, out, one_hour, five_minute = counts
+    n = (read is not None) + (write is not None) + (reasoning is not None)
+    n += reported is not None or _first(a, _TOKEN_KEYS) is not None
+    n += out is not None or _first(a, _OUTPUT_KEYS) is not None
+    return n + (one_hour is not None or five_minute is not None)
 
 
 def model_call(span: SpanRecord) -> ModelCall | None:
@@ -326,7 +341,7 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         return None
     a = span.attributes
     bad: list[str] = []
-    tokens, convention = _tokens(span, bad)
+    tokens, convention, usage_terms = _tokens(span, bad)
     finish = _first(a, _FINISH_KEYS) or ""
     if isinstance(finish, (list, tuple)):
         finish = ",".join(str(f) for f in finish)
@@ -341,22 +356,13 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         call_site=str(a.get(c.CALL_SITE) or "agent"),
         finish_reason=str(finish),
         invalid_usage="; ".join(bad),
+        usage_terms=usage_terms,
     )
 
 
 # --- which billed call a model-call span reports (ledger.billed) ---------------------------------
 _REQUEST_ID = "anthropic.request.id"  # the anthropic SDK's spans: the API's request-id header
 _OPENINFERENCE_OUTPUT = "output.value"
-# The API's split of cache writes by TTL, as the anthropic SDK's spans carry it.
-_CACHE_WRITE_SPLIT = (c.CACHE_CREATION_5M_INPUT_TOKENS, c.CACHE_CREATION_1H_INPUT_TOKENS)
-_USAGE_FAMILIES = (
-    (c.INPUT_TOKENS, *_DEPRECATED_PROMPT, _OPENINFERENCE_PROMPT),
-    (c.OUTPUT_TOKENS, *_DEPRECATED_COMPLETION, _OPENINFERENCE_COMPLETION),
-    _CACHE_READ,
-    _CACHE_WRITE,
-    _REASONING,
-    _CACHE_WRITE_SPLIT,
-)
 
 
 def response_ids(span: SpanRecord) -> tuple[str, str]:
@@ -372,9 +378,3 @@ def response_ids(span: SpanRecord) -> tuple[str, str]:
         response = output.get("id") if isinstance(output, dict) else None
     request = a.get(_REQUEST_ID)
     return (response if isinstance(response, str) else ""), (request if isinstance(request, str) else "")
-
-
-def usage_completeness(span: SpanRecord) -> int:
-    """How many usage terms a span reports (input, output, cache read, cache write, reasoning, cache-write TTL split)."""
-    a = span.attributes
-    return sum(1 for family in _USAGE_FAMILIES if _first(a, family) is not None)

@@ -130,19 +130,16 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
     recent data, not the size of the ledger (without it, every span is read).
     """
     sql = _refresh_sql(terms.TERMS)
-    con.register("_touched", pa.table({"trace_id": trace_ids}))
-    try:
-        since = None
-        if since_ns is not None:
-            (earliest_run,) = con.execute(
-                "SELECT epoch_ns(min(started_at)) FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)"
-            ).fetchone() or (None,)
-            since = since_ns if earliest_run is None else min(since_ns, earliest_run)
-        # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
-        bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
-        con.execute(sql.replace("$since", bound))
-    finally:
-        con.unregister("_touched")
+    _touched = pa.table({"trace_id": trace_ids})  # read by name (a replacement scan, as ledger.write._insert)
+    since = None
+    if since_ns is not None:
+        (earliest_run,) = con.execute(
+            "SELECT epoch_ns(min(started_at)) FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)"
+        ).fetchone() or (None,)
+        since = since_ns if earliest_run is None else min(since_ns, earliest_run)
+    # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
+    bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
+    con.execute(sql.replace("$since", bound))
 
 
 def earliest(starts: Iterable[dict[str, int]]) -> dict[str, int]:
@@ -157,14 +154,11 @@ def earliest(starts: Iterable[dict[str, int]]) -> dict[str, int]:
 def defer(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> None:
     """Leave these traces' runs pending (in the caller's transaction), keeping each one's earliest new start."""
     starts = pa.array(firsts.values(), pa.timestamp("ns"))
-    con.register("_deferred", pa.table({"trace_id": list(firsts), "first_start": starts}))
-    try:
-        con.execute(
-            "INSERT INTO runs_pending SELECT trace_id, first_start FROM _deferred ON CONFLICT (trace_id) "
-            "DO UPDATE SET first_start = least(runs_pending.first_start, excluded.first_start)"
-        )
-    finally:
-        con.unregister("_deferred")
+    _deferred = pa.table({"trace_id": list(firsts), "first_start": starts})  # read by name, as in refresh_runs
+    con.execute(
+        "INSERT INTO runs_pending SELECT trace_id, first_start FROM _deferred ON CONFLICT (trace_id) "
+        "DO UPDATE SET first_start = least(runs_pending.first_start, excluded.first_start)"
+    )
 
 
 def refresh_with_pending(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> set[str]:

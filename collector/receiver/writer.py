@@ -21,6 +21,11 @@ themselves cannot be inserted (``_input_fault``), is refused (``RequestRejected`
 retryable ``WriterUnavailable`` (503). Nothing is written twice: the failed
 commit was rolled back whole.
 
+The writer is the only one writing the file, so it keeps the ledger's
+``CopyIndex`` (``ledger.dedup``: the keys and traces of the model-call copies
+stored lately, loaded at start): a commit whose copies meet none of them skips
+the lookup of stored copies that one charge per billed call otherwise costs.
+
 Memory is bounded: spans count against ``max_queued_spans`` from ``submit``
 until their batch has committed; past the bound ``submit`` raises ``QueueFull``
 and the HTTP layer answers 429 with ``Retry-After``.
@@ -45,6 +50,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
+from ledger.dedup import CopyIndex
 from ledger.errors import InputError, Unavailable
 from ledger.ingest import IngestReport, PreparedBatch, prepare, refresh_pending_runs, write
 from ledger.pricing import PriceBook
@@ -283,6 +289,8 @@ class LedgerWriter:
         self._closed = False
         self._hooks = _HookRunner(con, self.on_ingested)
         self._catch_up_runs()  # before the thread starts: nothing else uses the connection yet
+        # The one writer of the file, so it may answer "is this call stored?" from memory.
+        self._copies = CopyIndex.load(con)
         self._thread = threading.Thread(target=self._run, name="turnledger-writer", daemon=True)
         self._thread.start()
 
@@ -376,7 +384,7 @@ class LedgerWriter:
         )
         started = time.perf_counter()
         try:
-            report = write(self.con, [t.batch for t in tickets], defer_runs=defer)
+            report = write(self.con, [t.batch for t in tickets], defer_runs=defer, copy_index=self._copies)
         except Exception as exc:
             self._note_failure(exc, tickets)
             isolated = self._one_by_one(tickets, defer) if len(tickets) > 1 else None
@@ -398,7 +406,7 @@ class LedgerWriter:
         failures: list[tuple[Ticket, Exception]] = []
         for t in tickets:
             try:
-                one = write(self.con, [t.batch], defer_runs=defer)
+                one = write(self.con, [t.batch], defer_runs=defer, copy_index=self._copies)
             except Exception as exc:
                 failures.append((t, exc))
                 continue
