@@ -8,17 +8,26 @@
 |                      |                        | dashboard read through it instead of opening the file     |
 | TURNLEDGER_TOKEN     | (none)                 | bearer token the server requires for ingest and queries   |
 | TURNLEDGER_CAPTURE   | redacted               | request capture in the harness: off, redacted or full     |
+| TURNLEDGER_REDACT    | on                     | redaction of every stored string at ingest: on, or off    |
+|                      |                        | (a trusted lab: everything is stored as received)          |
+| TURNLEDGER_REDACT_KEYS | (none)               | more secret key names, comma-separated (``employee_pin``): |
+|                      |                        | a key whose words contain one is redacted whatever its value |
+| TURNLEDGER_REDACT_PATTERNS | (none)           | more value patterns, a JSON object ``{"kind": "regex"}``:  |
+|                      |                        | each match becomes ``[REDACTED:kind]``                     |
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
-__all__ = ["capture_mode", "db_path", "prices_file", "server_url", "token"]
+__all__ = ["capture_mode", "db_path", "prices_file", "redaction_settings", "server_url", "token"]
 
 DEFAULT_DB = "turnledger.duckdb"
 CAPTURE_MODES = ("off", "redacted", "full")
+REDACT_MODES = ("on", "off")
 
 
 def _env(name: str) -> str | None:
@@ -48,3 +57,26 @@ def capture_mode() -> str:
     if mode not in CAPTURE_MODES:
         raise ValueError(f"TURNLEDGER_CAPTURE={mode!r}: choose one of {', '.join(CAPTURE_MODES)}")
     return mode
+
+
+def redaction_settings() -> tuple[bool, list[str], dict[str, str]]:
+    """(redaction on?, extra secret key names, extra ``{kind: regex}`` patterns), checked."""
+    mode = (_env("TURNLEDGER_REDACT") or "on").lower()
+    if mode not in REDACT_MODES:
+        raise ValueError(f"TURNLEDGER_REDACT={mode!r}: choose one of {', '.join(REDACT_MODES)}")
+    keys = [k.strip() for k in (_env("TURNLEDGER_REDACT_KEYS") or "").split(",") if k.strip()]
+    raw = _env("TURNLEDGER_REDACT_PATTERNS")
+    patterns: dict[str, str] = {}
+    if raw:
+        try:
+            patterns = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"TURNLEDGER_REDACT_PATTERNS is not JSON: {exc}") from None
+        if not isinstance(patterns, dict) or not all(isinstance(v, str) for v in patterns.values()):
+            raise ValueError('TURNLEDGER_REDACT_PATTERNS must be a JSON object {"kind": "regex", ...}')
+        for kind, pattern in patterns.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"TURNLEDGER_REDACT_PATTERNS[{kind!r}] = {pattern!r}: {exc}") from None
+    return mode == "on", keys, patterns

@@ -1,0 +1,227 @@
+"""Secrets and personal data found by what they look like, wherever they sit in a string.
+
+Each detector is a pattern, a cheap pre-check that spares most strings its
+scan (substrings, looked for in the lowercased text when the pattern ignores
+case, or a minimum count of digits), and where a shape alone is not proof a
+validator: the Luhn checksum and issuer prefixes for cards, ISO 13616 for IBANs
+(``python-stdnum``), libphonenumber for phone numbers (``phonenumbers``), the
+Social Security Administration's rules for SSNs. A match is replaced by a typed
+marker, ``[REDACTED:kind]``, so a reader knows what was there.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import phonenumbers
+from stdnum import iban, luhn
+
+__all__ = ["DETECTORS", "Detector", "marker"]
+
+
+def marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    """One kind of secret. ``apply`` runs only when ``wanted`` says the text may hold one."""
+
+    kind: str
+    pattern: re.Pattern[str] | None
+    needles: tuple[str, ...] = ()  # one must occur (in ``text.lower()`` when ``lower``)
+    lower: bool = False
+    min_digits: int = 0  # texts with fewer digits cannot hold one
+    valid: Callable[[str], bool] | None = None  # applied to the "s" group (or the whole match)
+    find: Callable[[str], list[tuple[int, int]]] | None = None  # spans to replace, instead of ``pattern``
+
+    def wanted(self, text: str, low: str, digits: int) -> bool:
+        if digits < self.min_digits:
+            return False
+        if not self.needles:
+            return True
+        haystack = low if self.lower else text
+        return any(n in haystack for n in self.needles)
+
+    def apply(self, text: str) -> str:
+        if self.find is not None:
+            spans = self.find(text)
+            for start, end in reversed(spans):
+                text = f"{text[:start]}{marker(self.kind)}{text[end:]}"
+            return text
+        assert self.pattern is not None
+        return self.pattern.sub(self._replace, text)
+
+    def _replace(self, m: re.Match[str]) -> str:
+        group = "s" if "s" in m.re.groupindex else 0
+        secret = m.group(group)
+        if not secret or secret.startswith("[REDACTED:") or (self.valid is not None and not self.valid(secret)):
+            return m.group(0)
+        whole, start = m.group(0), m.start(group) - m.start()
+        return f"{whole[:start]}{marker(self.kind)}{whole[start + len(secret) :]}"
+
+
+# --- validators ------------------------------------------------------------------------------
+def _opaque_token(token: str) -> bool:
+    """A bearer credential, not a word: digits or symbols in it, or longer than prose words."""
+    return len(token) >= 16 or any(not ch.isalpha() for ch in token)
+
+
+def _basic_credentials(token: str) -> bool:
+    try:
+        decoded = base64.b64decode(token, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return False
+    return ":" in decoded and decoded.isprintable()
+
+
+def _aws_secret(token: str) -> bool:
+    # 40 base64 characters of mixed case and digits; a SHA-1 hex digest has one case only.
+    return any(c.isupper() for c in token) and any(c.islower() for c in token) and any(c.isdigit() for c in token)
+
+
+def _ssn(token: str) -> bool:
+    digits = token.replace("-", "").replace(" ", "")
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+# --- finders for numbers whose separators and length vary -------------------------------------
+# Digit groups joined by at most one separator: a card number (any grouping, mixed separators).
+_DIGIT_RUN = re.compile(r"(?<![\d.,])\d+(?:[ \t.\-/]\d+)*")
+_SEPARATOR = re.compile(r"[ \t.\-/]")
+# Issuer prefixes (IIN) of the card networks: Visa, Mastercard, Amex, Discover, Diners, JCB,
+# UnionPay, Maestro. Luhn alone passes one random number in ten; with the prefix, ids and
+# nanosecond timestamps of the same length (which start with 1) are left alone.
+_CARD_PREFIX = re.compile(r"4|5[1-5]|2[2-7]|3[47]|3[0689]|6[0-9]|50")
+
+
+def _find_cards(text: str) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    for run in _DIGIT_RUN.finditer(text):
+        groups = [(m.start(), m.end()) for m in re.finditer(r"\d+", run.group(0))]
+        i = 0
+        while i < len(groups):
+            hit = _card_from(run.group(0), groups, i)
+            if hit is None:
+                i += 1
+                continue
+            found.append((run.start() + groups[i][0], run.start() + groups[hit][1]))
+            i = hit + 1
+    return found
+
+
+def _card_from(run: str, groups: list[tuple[int, int]], first: int) -> int | None:
+    """The last group index of a valid card number starting at group ``first``, or None."""
+    digits = ""
+    for last in range(first, len(groups)):
+        digits += run[groups[last][0] : groups[last][1]]
+        if len(digits) > 19:
+            return None
+        if len(digits) >= 13 and _CARD_PREFIX.match(digits) and luhn.is_valid(digits):
+            return last
+    return None
+
+
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]){11,30}")
+
+
+def _find_ibans(text: str) -> list[tuple[int, int]]:
+    found = []
+    for m in _IBAN.finditer(text):
+        # The pattern may run into the next word: try the longest prefix first.
+        chars = [(ch, m.start() + i + 1) for i, ch in enumerate(m.group(0)) if ch != " "]
+        for n in range(len(chars), 14, -1):
+            if iban.is_valid("".join(ch for ch, _ in chars[:n])):
+                found.append((m.start(), chars[n - 1][1]))
+                break
+    return found
+
+
+_PHONE_REGION = "US"  # numbers written without a country code are read as US numbers
+
+
+def _find_phones(text: str) -> list[tuple[int, int]]:
+    matcher = phonenumbers.PhoneNumberMatcher(text, _PHONE_REGION, leniency=phonenumbers.Leniency.VALID)
+    return [(m.start, m.end) for m in matcher]
+
+
+# --- the detectors, in the order they run (a longer secret first: a PEM block holds base64 that
+# other patterns would cut; a card number before a phone number that its digits could look like)
+_KEY_CHARS = r"[A-Za-z0-9_\-]"
+_AWS_ID_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
+_SECRET_KEY_NEEDLES = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "cookie", "ssn", "sig", "session")
+
+DETECTORS: tuple[Detector, ...] = (
+    Detector(
+        "private_key",
+        re.compile(
+            r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.IGNORECASE,
+        ),
+        ("-----begin",),
+        lower=True,
+    ),
+    Detector(
+        "url_credentials",
+        re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{1,15}://(?P<s>[^\s/?#@:\"'<>]+:[^\s/?#@\"'<>]+)@"),
+        ("://",),
+    ),
+    Detector(
+        "webhook",
+        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]+"),
+        ("hooks.slack.com",),
+    ),
+    Detector(
+        "jwt", re.compile(rf"(?<![A-Za-z0-9_\-])eyJ{_KEY_CHARS}{{8,}}\.{_KEY_CHARS}{{8,}}\.{_KEY_CHARS}*"), ("eyJ",)
+    ),
+    Detector(
+        "key",
+        re.compile(
+            rf"(?<![A-Za-z0-9_\-])(?:sk|pk|rk)-{_KEY_CHARS}{{16,}}"  # Anthropic sk-ant-…, OpenAI sk-proj-…
+            r"|(?<![A-Za-z0-9])(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{16,}"  # Stripe
+            rf"|AIza{_KEY_CHARS}{{35}}|ya29\.{_KEY_CHARS}{{20,}}|GOCSPX-{_KEY_CHARS}{{20,}}"  # Google
+            rf"|(?<![A-Z0-9])(?:{'|'.join(_AWS_ID_PREFIXES)})[0-9A-Z]{{16}}(?![A-Z0-9])"  # AWS access key ids
+        ),
+        ("sk-", "pk-", "rk-", "_live_", "_test_", "whsec_", "AIza", "ya29.", "GOCSPX-", *_AWS_ID_PREFIXES),
+    ),
+    Detector(
+        "token",
+        re.compile(
+            r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"  # GitHub
+            r"|(?<![A-Za-z0-9])(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}"  # Slack
+        ),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "xapp-"),
+    ),
+    Detector(
+        "token",
+        re.compile(r"(?i:\bbearer)\s+(?P<s>[A-Za-z0-9._~+/\-]{8,}=*)"),
+        ("bearer",),
+        lower=True,
+        valid=_opaque_token,
+    ),
+    Detector(
+        "credentials",
+        re.compile(r"(?i:\bbasic)\s+(?P<s>[A-Za-z0-9+/]{8,}={0,2})"),
+        ("basic",),
+        lower=True,
+        valid=_basic_credentials,
+    ),
+    # key=value secrets in free text: which keys count is the key rule's call (set by the policy).
+    Detector("secret", None, _SECRET_KEY_NEEDLES, lower=True),
+    Detector("email", re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"), ("@",)),
+    Detector(
+        "key",
+        re.compile(r"(?<![A-Za-z0-9/+=])(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),  # an AWS secret access key
+        min_digits=1,
+        valid=_aws_secret,
+    ),
+    Detector("card", None, min_digits=13, find=_find_cards),
+    Detector("iban", None, min_digits=4, find=_find_ibans),
+    Detector("ssn", re.compile(r"(?<![\d\-])\d{3}(?P<sep>[- ])\d{2}(?P=sep)\d{4}(?![\d\-])"), min_digits=9, valid=_ssn),
+    Detector("phone", None, min_digits=7, find=_find_phones),
+)

@@ -1,0 +1,163 @@
+"""The one redaction policy every stored string passes: by key name, then by value pattern.
+
+``Redactor.value`` walks a JSON-like value: under a secret-named key
+(``ledger.redact.keys``) the whole value becomes ``[REDACTED:secret]``; every
+other string is searched by the detectors (``ledger.redact.detectors``) and by
+``key=value`` secrets written in free text (the same key rule decides which keys
+count). Literal JSON escapes (``\\u0040``, ``\\/``) are decoded before matching.
+Numbers, booleans and the strings that match nothing come back as the very same
+objects, so a caller can tell cheaply that nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from .detectors import DETECTORS, Detector, marker
+from .keys import KeyRule
+
+__all__ = ["REDACTED", "Redactor"]
+
+REDACTED = marker("secret")  # what a value under a secret-named key becomes
+
+_KEY_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})[\"']?[ \t]*[:=](?![=/])[ \t]*"
+    r"(?P<s>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'"
+    r"|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"'`,;&<>()\[\]{}]{1,512})"
+)
+_NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "''", '""'})
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")
+_CACHED_CHARS = 512  # strings up to this long are remembered: names, models, tools and ids repeat
+_CACHE_ENTRIES = 65_536
+_DIGITS = "0123456789"
+
+
+def _unescape(m: re.Match[str]) -> str:
+    code = m.group(1)
+    return "/" if code is None else chr(int(code, 16))
+
+
+class Redactor:
+    """A redaction policy. ``extra_keys``: more secret key-name words; ``extra_patterns``:
+    ``{kind: regex}``, each match replaced by ``[REDACTED:kind]``; ``enabled=False``
+    (a trusted lab) stores everything as received."""
+
+    def __init__(
+        self, extra_keys: Iterable[str] = (), extra_patterns: Mapping[str, str] | None = None, *, enabled: bool = True
+    ) -> None:
+        self.enabled = enabled
+        self.keys = KeyRule(extra_keys)
+        extra = tuple(Detector(kind, re.compile(p)) for kind, p in (extra_patterns or {}).items())
+        self.detectors = (
+            tuple(
+                Detector(d.kind, None, d.needles, d.lower, find=self._key_values) if d.kind == "secret" else d
+                for d in DETECTORS
+            )
+            + extra
+        )
+        self._texts: dict[str, str] = {}
+        self.block = lru_cache(maxsize=16_384)(self._block)
+
+    def is_secret_key(self, key: str) -> bool:
+        return self.keys.is_secret(key)
+
+    # --- strings ---------------------------------------------------------------------------------
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced by its marker (the same object if none was found)."""
+        if not self.enabled or not text:
+            return text
+        if len(text) > _CACHED_CHARS:
+            return self._text(text)
+        done = self._texts.get(text, text)  # a miss and "nothing to redact" both give the text itself
+        if done is text and text not in self._texts:
+            if len(self._texts) >= _CACHE_ENTRIES:
+                self._texts.clear()
+            done = self._text(text)
+            # Only changes are remembered by value; "unchanged" is remembered as the empty string,
+            # so a hit hands back the caller's own object and ``is`` tells it nothing changed.
+            self._texts[text] = "" if done is text else done
+        return done or text
+
+    def _text(self, text: str) -> str:
+        if "\\" in text:
+            decoded = _ESCAPE.sub(_unescape, text)
+            if decoded != text:
+                redacted = self._scan(decoded)
+                if redacted != decoded:
+                    return redacted  # stored decoded: an escape must not hide what it spells
+        return self._scan(text)
+
+    def _scan(self, text: str) -> str:
+        original, low = text, text.lower()
+        digits = sum(map(text.count, _DIGITS)) if any(d in text for d in _DIGITS) else 0
+        for detector in self.detectors:
+            if detector.wanted(text, low, digits):
+                found = detector.apply(text)
+                if found != text:
+                    text, low = found, found.lower()
+        return original if text == original else text
+
+    def _key_values(self, text: str) -> list[tuple[int, int]]:
+        """Values of ``key=value`` / ``"key": "value"`` pairs whose key is secret-named."""
+        spans = []
+        for m in _KEY_VALUE.finditer(text):
+            value = m.group("s")
+            if value.lower() in _NOT_A_SECRET or "[REDACTED:" in value or not self.keys.is_secret(m.group("key")):
+                continue
+            start, end = m.span("s")
+            if value[0] in "\"'":
+                start, end = start + 1, end - 1
+            spans.append((start, end))
+        return spans
+
+    # --- JSON-like values ------------------------------------------------------------------------
+    def value(self, value: Any) -> Any:
+        """A redacted copy of a JSON-like value (the same object when nothing is redacted)."""
+        if not self.enabled:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return self.attributes(value)
+        if isinstance(value, (list, tuple)):
+            items = [self.value(v) for v in value]
+            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        return value
+
+    def attributes(self, attrs: dict[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
+        """``attrs`` redacted by key and value; the keys in ``keep`` left as they are."""
+        if not self.enabled:
+            return attrs
+        out: dict[str, Any] | None = None
+        for key, value in attrs.items():
+            if value is None or value == "" or isinstance(value, bool) or (keep and key in keep):
+                continue
+            if isinstance(key, str) and self.keys.is_secret(key):
+                new = REDACTED
+            elif isinstance(value, (int, float)):
+                continue
+            else:
+                new = self.value(value)
+            if new is not value:
+                if out is None:
+                    out = dict(attrs)
+                out[key] = new
+        return attrs if out is None else out
+
+    def _block(self, raw: str) -> str:
+        """One JSON text redacted (the content store's blocks; cached, since every turn
+        re-sends the history and redacting it again would make ingest quadratic in turns)."""
+        value = json.loads(raw)
+        redacted = self.value(value)
+        if redacted is value:
+            return raw
+        try:
+            return orjson.dumps(redacted).decode()
+        except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits
+            return json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))
