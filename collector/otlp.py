@@ -23,7 +23,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from ledger.errors import MalformedInput
 from ledger.limits import INT64_MAX, INT64_MIN, MAX_ATTRIBUTE_DEPTH, MAX_ATTRIBUTES, MAX_EVENTS
-from ledger.spans import SpanEvent, SpanRecord
+from ledger.spans import SpanEvent, SpanLink, SpanRecord
 
 __all__ = ["decode_json", "decode_protobuf", "encode_json", "read_file", "read_file_parts"]
 
@@ -94,6 +94,12 @@ def _pb_events(events: Any) -> tuple[SpanEvent, ...]:
     return tuple(SpanEvent(e.name, e.time_unix_nano, _pb_attrs(e.attributes)) for e in events)
 
 
+def _pb_links(links: Any) -> tuple[SpanLink, ...]:
+    if len(links) > MAX_EVENTS:
+        raise _SpanProblem(f"{len(links)} links, more than {MAX_EVENTS}")
+    return tuple(SpanLink(x.trace_id.hex(), x.span_id.hex(), _pb_attrs(x.attributes)) for x in links)
+
+
 def decode_protobuf(body: bytes) -> list[SpanRecord]:
     request = ExportTraceServiceRequest()
     try:
@@ -110,13 +116,14 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
         for ss in rs.scope_spans:
             scope_name, scope_version = ss.scope.name, ss.scope.version
             for sp in ss.spans:
-                status, events = sp.status, sp.events
+                status, events, links = sp.status, sp.events, sp.links
                 problem = ""
                 try:  # a value past the limits costs its span only (ingest rejects it, naming it)
                     attributes = attrs(sp.attributes)
                     decoded_events = _pb_events(events) if events else ()
+                    decoded_links = _pb_links(links) if links else ()
                 except _SpanProblem as exc:
-                    attributes, decoded_events, problem = {}, (), _pb_where(sp, exc)
+                    attributes, decoded_events, decoded_links, problem = {}, (), (), _pb_where(sp, exc)
                 # Positional, in SpanRecord's field order: measurably faster than keywords.
                 append(
                     SpanRecord(
@@ -135,6 +142,7 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
                         scope_name,
                         scope_version,
                         problem,
+                        decoded_links,
                     )
                 )
     return out
@@ -240,6 +248,7 @@ def _json_span(sp: dict[str, Any], resource: dict[str, Any], scope: dict[str, An
         span.status_message = _text(status.get("message"))
         span.attributes = _json_attrs(sp.get("attributes", []), f"{where}.attributes")
         span.events = _json_events(sp.get("events", []), where)
+        span.links = _json_links(sp.get("links", []), where)
     except _SpanProblem as exc:
         span.problem = str(exc)
     return span
@@ -257,6 +266,21 @@ def _json_events(events: Any, where: str) -> tuple[SpanEvent, ...]:
             _json_attrs(e.get("attributes", []), f"{where}.events[{i}].attributes"),
         )
         for i, e in enumerate(events)
+    )
+
+
+def _json_links(links: Any, where: str) -> tuple[SpanLink, ...]:
+    if not isinstance(links, list) or not all(isinstance(x, dict) for x in links):
+        raise MalformedInput(f"{where}.links: expected a list of objects")
+    if len(links) > MAX_EVENTS:
+        raise _SpanProblem(f"{where}.links: {len(links)} links, more than {MAX_EVENTS}")
+    return tuple(
+        SpanLink(
+            _text(x.get("traceId")).lower(),
+            _text(x.get("spanId")).lower(),
+            _json_attrs(x.get("attributes", []), f"{where}.links[{i}].attributes"),
+        )
+        for i, x in enumerate(links)
     )
 
 

@@ -27,7 +27,7 @@ from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import model_call, tenant_of
 from .pricing import PriceBook
 from .redact import Redactor, default_policy
-from .spans import SpanEvent, SpanRecord
+from .spans import SpanEvent, SpanLink, SpanRecord
 from .tables import table
 
 __all__ = ["MAX_ATTRIBUTE_CHARS", "PreparedBatch", "Rows", "default_prices", "prepare"]
@@ -182,13 +182,13 @@ def _text(value: Any) -> str | None:
 
 # Each table's row, column by column: a Python expression over the row function's parameters.
 _SPAN_ROW = table("spans").compile_row(
-    "s, tenant, operation, attributes, resource, events, ingested_at",
+    "s, tenant, operation, attributes, resource, events, links, ingested_at",
     {
         "trace_id": "s.trace_id", "span_id": "s.span_id", "parent_span_id": "s.parent_span_id", "name": "s.name",
         "kind": "s.kind", "operation": "operation", "tenant": "tenant", "start_time": "s.start_ns",
         "end_time": "s.end_ns", "status_code": "s.status_code", "status_message": "s.status_message",
         "attributes": "attributes", "resource": "resource", "events": "events", "scope_name": "s.scope_name",
-        "scope_version": "s.scope_version", "ingested_at": "ingested_at",
+        "scope_version": "s.scope_version", "ingested_at": "ingested_at", "links": "links",
     },
 )  # fmt: skip
 _GUARD_EVENT_ROW = table("guard_events").compile_row(
@@ -258,31 +258,40 @@ class _RowBuilder:
         p = self.policy
         if p is None:
             return s
-        name, status, scope, version = (
-            p.text(s.name),
-            p.text(s.status_message),
-            p.text(s.scope_name),
-            p.text(s.scope_version),
-        )
+        name, status, scope, version = (p.text(x) for x in (s.name, s.status_message, s.scope_name, s.scope_version))
         attrs = p.attributes(s.attributes, moved)
         events = tuple(self._redacted_event(e) for e in s.events)
+        links = tuple(self._redacted_link(x) for x in s.links)
         resource = self._redacted_resources.get(id(s.resource))
         if resource is None:
             resource = self._redacted_resources[id(s.resource)] = p.attributes(s.resource)
-        unchanged = (s.name, s.status_message, s.scope_name, s.scope_version, s.attributes, s.resource, *s.events)
-        if all(
-            a is b for a, b in zip((name, status, scope, version, attrs, resource, *events), unchanged, strict=True)
-        ):
+        redacted = (name, status, scope, version, attrs, resource, *events, *links)
+        received = (
+            s.name,
+            s.status_message,
+            s.scope_name,
+            s.scope_version,
+            s.attributes,
+            s.resource,
+            *s.events,
+            *s.links,
+        )
+        if all(a is b for a, b in zip(redacted, received, strict=True)):
             return s
         return SpanRecord(
             s.trace_id, s.span_id, name, s.start_ns, s.end_ns, s.parent_span_id, s.kind, s.status_code, status,
-            attrs, events, resource, scope, version, s.problem,
+            attrs, events, resource, scope, version, s.problem, links,
         )  # fmt: skip
 
     def _redacted_event(self, e: SpanEvent) -> SpanEvent:
         assert self.policy is not None
         name, attrs = self.policy.text(e.name), self.policy.attributes(e.attributes)
         return e if name is e.name and attrs is e.attributes else SpanEvent(name, e.time_ns, attrs)
+
+    def _redacted_link(self, x: SpanLink) -> SpanLink:
+        assert self.policy is not None
+        attrs = self.policy.attributes(x.attributes)
+        return x if attrs is x.attributes else SpanLink(x.trace_id, x.span_id, attrs)
 
     def add(self, received: SpanRecord) -> None:
         """Every row of one span, or (raising) none: rows are appended only once all are built."""
@@ -319,7 +328,12 @@ class _RowBuilder:
         except BaseException:
             del self.flagged[flagged:]  # the span is rejected: nothing of it is kept, notes included
             raise
-        self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, self.now_us))
+        links = (
+            _dumps([{"trace_id": x.trace_id, "span_id": x.span_id, "attributes": x.attributes} for x in s.links])
+            if s.links
+            else "[]"
+        )
+        self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, links, self.now_us))
         self.events += guard_rows
         if call is not None and charge is not None and copy is not None:
             if priced.unpriced:

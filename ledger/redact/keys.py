@@ -22,13 +22,13 @@ SECRET_KEY_WORDS = (
     "privatekey", "accesskey", "accountkey", "subscriptionkey", "sessionid",
 )  # fmt: skip
 # ...or one of its words is one of these short ones (too short to match inside other words)...
-_EXACT_WORDS = frozenset({"pwd", "ssn", "cvv", "cvc", "pin", "otp", "auth"})
+_EXACT_WORDS = frozenset({"pwd", "ssn", "cvv", "cvc", "pin", "otp", "auth", "sig"})
 # ...or is, or ends with, "token" (accesstoken, x-auth-token; not "tokens").
 _TOKEN = "token"
 # Words that make the segment a measure or a kind, not a secret: token counts are what we bill.
 _MEASURE_WORDS = frozenset(
     {"count", "counts", "length", "len", "size", "limit", "limits", "max", "min", "total", "num", "number",
-     "type", "kind", "expires", "expiry", "ttl", "usage", "budget", "estimate", "present", "set", "name"}
+     "type", "kind", "expires", "expiry", "ttl", "usage", "budget", "estimate", "present", "name"}
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 

@@ -27,12 +27,14 @@ __all__ = ["REDACTED", "Redactor"]
 REDACTED = marker("secret")  # what a value under a secret-named key becomes
 
 _KEY_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63})[\"']?[ \t]*[:=](?![=/])[ \t]*"
-    r"(?P<s>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'"
-    r"|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"'`,;&<>()\[\]{}]{1,512})"
+    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)[\"']?[ \t]*[:=](?![=/])[ \t]*"
+    # The value in a lookahead: it may hold the next pair (note: password=x), which is matched on its own.
+    r"(?=(?P<s>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'"
+    r"|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"'`,;&<>()\[\]{}]{1,512}))"
 )
 _NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "''", '""'})
-_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"]))")
+_ESCAPE_LAYERS = 4  # JSON inside JSON inside ...: each layer doubles the backslashes
 _CACHED_CHARS = 512  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
 _DIGITS = "0123456789"
@@ -40,7 +42,7 @@ _DIGITS = "0123456789"
 
 def _unescape(m: re.Match[str]) -> str:
     code = m.group(1)
-    return "/" if code is None else chr(int(code, 16))
+    return m.group(2) if code is None else chr(int(code, 16))
 
 
 class Redactor:
@@ -86,7 +88,11 @@ class Redactor:
 
     def _text(self, text: str) -> str:
         if "\\" in text:
-            decoded = _ESCAPE.sub(_unescape, text)
+            decoded = text
+            for _ in range(_ESCAPE_LAYERS):
+                if (layer := _ESCAPE.sub(_unescape, decoded)) == decoded:
+                    break
+                decoded = layer
             if decoded != text:
                 redacted = self._scan(decoded)
                 if redacted != decoded:
@@ -108,7 +114,13 @@ class Redactor:
         spans = []
         for m in _KEY_VALUE.finditer(text):
             value = m.group("s")
-            if value.lower() in _NOT_A_SECRET or "[REDACTED:" in value or not self.keys.is_secret(m.group("key")):
+            if (
+                value.lower() in _NOT_A_SECRET
+                or "[REDACTED:" in value
+                or not self.keys.is_secret(m.group("key"))
+                or text.startswith("(", m.end("s"))  # code: the value is a call (token = next_token())
+                or (value.isidentifier() and self.keys.is_secret(value))  # code: cache_token = current_token
+            ):
                 continue
             start, end = m.span("s")
             if value[0] in "\"'":
