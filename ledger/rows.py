@@ -8,6 +8,7 @@ declares (``ledger.tables``); the price terms' columns come from ``TERMS``.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -258,25 +259,23 @@ class _RowBuilder:
         p = self.policy
         if p is None:
             return s
-        name, status, scope, version = (p.text(x) for x in (s.name, s.status_message, s.scope_name, s.scope_version))
+        name, status, scope, version = (
+            p.text(s.name),
+            p.text(s.status_message),
+            p.text(s.scope_name),
+            p.text(s.scope_version),
+        )
         attrs = p.attributes(s.attributes, moved)
-        events = tuple(self._redacted_event(e) for e in s.events)
-        links = tuple(self._redacted_link(x) for x in s.links)
+        events = tuple(map(self._redacted_event, s.events)) if s.events else s.events
+        links = tuple(map(self._redacted_link, s.links)) if s.links else s.links
         resource = self._redacted_resources.get(id(s.resource))
         if resource is None:
             resource = self._redacted_resources[id(s.resource)] = p.attributes(s.resource)
-        redacted = (name, status, scope, version, attrs, resource, *events, *links)
-        received = (
-            s.name,
-            s.status_message,
-            s.scope_name,
-            s.scope_version,
-            s.attributes,
-            s.resource,
-            *s.events,
-            *s.links,
-        )
-        if all(a is b for a, b in zip(redacted, received, strict=True)):
+        if (
+            name is s.name and status is s.status_message and scope is s.scope_name and version is s.scope_version
+            and attrs is s.attributes and resource is s.resource
+            and all(map(operator.is_, events, s.events)) and all(map(operator.is_, links, s.links))
+        ):  # fmt: skip
             return s
         return SpanRecord(
             s.trace_id, s.span_id, name, s.start_ns, s.end_ns, s.parent_span_id, s.kind, s.status_code, status,

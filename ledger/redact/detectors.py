@@ -15,7 +15,7 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import phonenumbers
 from stdnum import iban, luhn
@@ -36,16 +36,23 @@ class Detector:
     needles: tuple[str, ...] = ()  # one must occur (in ``text.lower()`` when ``lower``)
     lower: bool = False
     min_digits: int = 0  # texts with fewer digits cannot hold one
+    min_length: int = 0  # nor shorter texts
+    numeric: bool = False  # written with digits and separators only: needs a ``numberish`` stretch
     valid: Callable[[str], bool] | None = None  # applied to the "s" group (or the whole match)
     find: Callable[[str], list[tuple[int, int]]] | None = None  # spans to replace, instead of ``pattern``
+    # The needles as one pattern: one C-level scan instead of a Python loop over them (~4x faster).
+    trigger: re.Pattern[str] | None = field(init=False, default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.needles:
+            object.__setattr__(self, "trigger", re.compile("|".join(map(re.escape, self.needles))))
 
     def wanted(self, text: str, low: str, digits: int) -> bool:
-        if digits < self.min_digits:
+        if digits < self.min_digits or len(text) < self.min_length:
             return False
-        if not self.needles:
-            return True
-        haystack = low if self.lower else text
-        return any(n in haystack for n in self.needles)
+        if self.numeric and not numberish(text):
+            return False
+        return self.trigger is None or self.trigger.search(low if self.lower else text) is not None
 
     def apply(self, text: str) -> str:
         if self.find is not None:
@@ -185,9 +192,14 @@ _PHONE = re.compile(
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}\b|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{4}\b")
 
 
-# Nine or more characters a phone number or SSN is written with: a fast scan (~10 µs per KB)
-# that leaves the precise patterns only these stretches to search.
-_NUMBERISH = re.compile(r"[+(\d][\d+() .\-]{8,}+")
+# Nine or more characters a card, phone number or SSN is written with: a fast scan (~10 µs
+# per KB) that leaves the precise patterns only these stretches to search. (Hex ids and
+# hashes are full of digits, but not of nine of these in a row.)
+_NUMBERISH = re.compile(r"[+(\d][\d+() \t.\-/]{8,}+")
+
+
+def numberish(text: str) -> bool:
+    return _NUMBERISH.search(text) is not None
 
 
 def _in_numberish(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
@@ -288,10 +300,11 @@ DETECTORS: tuple[Detector, ...] = (
         "key",
         re.compile(r"[A-Za-z0-9/+]{40,}+"),  # an AWS secret access key: a whole run of exactly 40
         min_digits=1,
+        min_length=40,
         valid=_aws_secret,
     ),
-    Detector("card", None, min_digits=13, find=_find_cards),
-    Detector("iban", None, min_digits=4, find=_find_ibans),
-    Detector("ssn", None, min_digits=9, find=_find_ssns),
-    Detector("phone", None, min_digits=7, find=_find_phones),
+    Detector("card", None, min_digits=13, numeric=True, find=_find_cards),
+    Detector("iban", None, min_digits=4, min_length=15, find=_find_ibans),
+    Detector("ssn", None, min_digits=9, numeric=True, find=_find_ssns),
+    Detector("phone", None, min_digits=8, numeric=True, find=_find_phones),
 )

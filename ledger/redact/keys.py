@@ -40,7 +40,9 @@ class KeyRule:
         self.words = tuple(dict.fromkeys((*SECRET_KEY_WORDS, *(_joined(w) for w in extra_words if w.strip()))))
         self.is_secret = lru_cache(maxsize=16_384)(self._is_secret)
 
-    def _is_secret(self, key: str) -> bool:
+    def _is_secret(self, key: object) -> bool:
+        if not isinstance(key, str):  # a JSON value's keys are strings; a Python caller's may not be
+            return False
         segment = key.rsplit(".", 1)[-1]
         words = [w.lower() for w in _WORD.findall(segment)]
         if not words or _MEASURE_WORDS.intersection(words):

@@ -35,9 +35,11 @@ _KEY_VALUE = re.compile(
 _NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "''", '""'})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"]))")
 _ESCAPE_LAYERS = 4  # JSON inside JSON inside ...: each layer doubles the backslashes
+_GATED_CHARS = 256  # texts up to this long are first searched for any detector's needle at once
 _CACHED_CHARS = 512  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
 _DIGITS = "0123456789"
+_DIGIT = re.compile(r"\d")
 
 
 def _unescape(m: re.Match[str]) -> str:
@@ -63,6 +65,11 @@ class Redactor:
             )
             + extra
         )
+        # Most strings hold no needle of any detector: one scan for all of them (lowercased)
+        # leaves those strings only the detectors that have none (numbers, long base64 runs).
+        needles = sorted({n.lower() for d in self.detectors for n in d.needles}, key=len, reverse=True)
+        self._any_needle = re.compile("|".join(map(re.escape, needles)))
+        self._without_needles = tuple(d for d in self.detectors if not d.needles)
         self._texts: dict[str, str] = {}
         self.block = lru_cache(maxsize=16_384)(self._block)
 
@@ -101,8 +108,11 @@ class Redactor:
 
     def _scan(self, text: str) -> str:
         original, low = text, text.lower()
-        digits = sum(map(text.count, _DIGITS)) if any(d in text for d in _DIGITS) else 0
-        for detector in self.detectors:
+        digits = sum(map(text.count, _DIGITS)) if _DIGIT.search(text) else 0
+        # (A long text nearly always holds some needle: there the gate would be a scan for nothing.)
+        gated = len(text) <= _GATED_CHARS and not self._any_needle.search(low)
+        detectors = self._without_needles if gated else self.detectors
+        for detector in detectors:
             if detector.wanted(text, low, digits):
                 found = detector.apply(text)
                 if found != text:
@@ -111,6 +121,8 @@ class Redactor:
 
     def _key_values(self, text: str) -> list[tuple[int, int]]:
         """Values of ``key=value`` / ``"key": "value"`` pairs whose key is secret-named."""
+        if ":" not in text and "=" not in text:  # prose mentions keys and tokens; pairs need these
+            return []
         spans = []
         for m in _KEY_VALUE.finditer(text):
             value = m.group("s")
@@ -147,15 +159,25 @@ class Redactor:
         if not self.enabled:
             return attrs
         out: dict[str, Any] | None = None
+        secret, text, seen = self.keys.is_secret, self.text, self._texts
         for key, value in attrs.items():
-            if value is None or value == "" or isinstance(value, bool) or (keep and key in keep):
+            if keep and key in keep:
                 continue
-            if isinstance(key, str) and self.keys.is_secret(key):
+            kind = type(value)  # exact types first: this loop runs for every attribute of every span
+            if kind is str:
+                if secret(key) and value:
+                    new = REDACTED
+                else:
+                    done = seen.get(value)  # the text cache read here: a call less per attribute
+                    new = value if done == "" else done if done is not None else text(value)
+            elif kind is bool or value is None:
+                continue
+            elif kind is int or kind is float:
+                if not secret(key):
+                    continue
                 new = REDACTED
-            elif isinstance(value, (int, float)):
-                continue
             else:
-                new = self.value(value)
+                new = REDACTED if secret(key) else self.value(value)
             if new is not value:
                 if out is None:
                     out = dict(attrs)
