@@ -1,19 +1,19 @@
 """Every ``TURNLEDGER_*`` environment variable, in one place.
 
-| variable             | default                | meaning                                                   |
-|----------------------|------------------------|-----------------------------------------------------------|
-| TURNLEDGER_DB        | ./turnledger.duckdb    | the ledger file (``--db`` overrides)                      |
-| TURNLEDGER_PRICES    | (none)                 | a price override TOML layered on the shipped defaults     |
-| TURNLEDGER_SERVER    | (none)                 | URL of a running ``turnledger serve``; the CLI and        |
-|                      |                        | dashboard read through it instead of opening the file     |
-| TURNLEDGER_TOKEN     | (none)                 | bearer token the server requires for ingest and queries   |
-| TURNLEDGER_CAPTURE   | redacted               | request capture in the harness: off, redacted or full     |
-| TURNLEDGER_REDACT    | on                     | redaction of every stored string at ingest: on, or off    |
-|                      |                        | (a trusted lab: everything is stored as received)          |
-| TURNLEDGER_REDACT_KEYS | (none)               | more secret key names, comma-separated (``employee_pin``): |
-|                      |                        | a key whose words contain one is redacted whatever its value |
-| TURNLEDGER_REDACT_PATTERNS | (none)           | more value patterns, a JSON object ``{"kind": "regex"}``:  |
-|                      |                        | each match becomes ``[REDACTED:kind]``                     |
+| variable                   | default             | meaning                                                  |
+|----------------------------|---------------------|----------------------------------------------------------|
+| TURNLEDGER_DB              | ./turnledger.duckdb | the ledger file (``--db`` overrides)                     |
+| TURNLEDGER_PRICES          | (none)              | a price override TOML layered on the shipped defaults    |
+| TURNLEDGER_SERVER          | (none)              | URL of a running ``turnledger serve``; the CLI and       |
+|                            |                     | dashboard read through it instead of opening the file    |
+| TURNLEDGER_TOKEN           | (none)              | bearer token the server requires for ingest and queries  |
+| TURNLEDGER_CAPTURE         | redacted            | request capture in the harness: off, redacted or full    |
+| TURNLEDGER_REDACT          | on                  | redaction of every stored string at ingest: on, or off   |
+|                            |                     | (a trusted lab: spans are stored as received)            |
+| TURNLEDGER_REDACT_KEYS     | (none)              | more secret key names, comma-separated: a key whose      |
+|                            |                     | words contain one is redacted whatever its value         |
+| TURNLEDGER_REDACT_PATTERNS | (none)              | more value patterns, a JSON object ``{"kind": "regex"}``;|
+|                            |                     | each match becomes ``[REDACTED:kind]``                   |
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from collector.receiver.defaults import DEFAULT_HOST, DEFAULT_PORT, MiB
 from ledger.errors import MalformedInput, TurnledgerError
-from ledger.settings import db_path, prices_file, token
+from ledger.settings import db_path, prices_file, redaction_settings, token
 
 from .dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, stop_process
 from .ingest import expand_paths
@@ -68,6 +68,14 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         help="seconds between budget sweeps that catch window rollovers (default 15)",
     )
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
+    p.add_argument(
+        "--redact",
+        choices=("on", "off"),
+        default=None,
+        help="redact every stored string: secrets and personal data become [REDACTED:kind] markers "
+        "(default: $TURNLEDGER_REDACT or on; off stores spans as received, for a trusted lab; "
+        "extra key names and patterns: $TURNLEDGER_REDACT_KEYS, $TURNLEDGER_REDACT_PATTERNS)",
+    )
     p.epilog = (
         "Set TURNLEDGER_TOKEN to require `Authorization: Bearer <token>` on ingest, queries and budget routes. "
         "While it runs, set TURNLEDGER_SERVER to its URL so `turnledger budget` and `turnledger alerts` go through it."
@@ -107,6 +115,12 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         prices = PriceBook.default(a.prices or prices_file())
     except OSError as exc:
         raise TurnledgerError(f"cannot read price file: {exc}") from None
+    if a.redact is not None:  # the flag wins; the decoder processes read it from the environment they inherit
+        os.environ["TURNLEDGER_REDACT"] = a.redact
+    try:
+        redact = redaction_settings()[0]  # checked here, before any decoder process starts
+    except ValueError as exc:
+        raise TurnledgerError(str(exc)) from None
     return ServerConfig(
         host=a.host,
         port=a.port,
@@ -116,6 +130,7 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         max_decoded_bytes=max(int(a.max_body_mb * MiB), 64 * MiB),
         max_queued_spans=a.queue_spans,
         decode_workers=a.decode_workers,
+        redact_content=redact,
         prices=prices,
     )
 

@@ -15,9 +15,11 @@ without secrets.
 
 from __future__ import annotations
 
+import argparse
 import base64
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,11 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from collector.cli.serve import _config, add_serve
 from collector.otlp import decode_json
 from collector.receiver import CollectorServer
 from ledger import conventions as c
+from ledger.errors import TurnledgerError
 from ledger.rows import prepare
 from ledger.tables import table
 from tests.redaction_corpus import SECRETS, Secret
@@ -240,3 +244,18 @@ def test_the_search_finds_the_secrets_when_redaction_is_off(
     assert {s.needles[0] for s in SECRETS} - {"monica.reyes"} <= stored  # each as sent
     assert len(found_in_bytes(Path(f"{db}.wal").read_bytes())) >= len(SECRETS)
     assert charge_figures(server) == [expected_charge()]
+
+
+def test_serve_takes_the_policy_from_its_flag_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_serve(parser)
+    db = ["--db", str(tmp_path / "x.duckdb")]
+    monkeypatch.setenv("TURNLEDGER_REDACT", "on")  # and undone after: _config sets it for --redact
+    assert _config(parser.parse_args(db)).redact_content is True
+    assert _config(parser.parse_args([*db, "--redact", "off"])).redact_content is False
+    assert os.environ["TURNLEDGER_REDACT"] == "off"  # what its decoder processes inherit
+    monkeypatch.setenv("TURNLEDGER_REDACT_PATTERNS", '{"employee_id": "("}')
+    with pytest.raises(TurnledgerError, match="TURNLEDGER_REDACT_PATTERNS"):
+        _config(parser.parse_args(db))
