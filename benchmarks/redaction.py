@@ -34,7 +34,7 @@ import phonenumbers  # noqa: E402
 
 from benchmarks.agent_workload import workload  # noqa: E402
 from ledger.redact import Redactor  # noqa: E402
-from ledger.redact.detectors import DETECTORS  # noqa: E402
+from ledger.redact.detectors import DETECTORS, TextView  # noqa: E402
 from ledger.rows import default_prices, prepare  # noqa: E402
 from tests.redaction_corpus import SECRETS, ordinary_text  # noqa: E402
 
@@ -91,7 +91,7 @@ def per_kb(rounds: int) -> None:
     print("  by detector (ordinary text, its pre-check included):")
     policy = Redactor()
     for d in policy.detectors:
-        cost = _us_per_kb(ordinary, lambda t, d=d: d.apply(t) if d.wanted(t, t.lower(), 99) else t)
+        cost = _us_per_kb(ordinary, lambda t, d=d: d.apply(t) if d.wanted(TextView(t)) else t)
         print(f"    {d.kind:16s} {cost:7.1f}")
 
 

@@ -254,33 +254,34 @@ def _json_span(sp: dict[str, Any], resource: dict[str, Any], scope: dict[str, An
     return span
 
 
+def _span_list(items: Any, where: str, name: str) -> list[dict[str, Any]]:
+    """A span's ``events`` or ``links``: a list of objects (else the body is malformed), within the limits."""
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise MalformedInput(f"{where}.{name}: expected a list of objects")
+    if len(items) > MAX_EVENTS:
+        raise _SpanProblem(f"{where}.{name}: {len(items)} {name}, more than {MAX_EVENTS}")
+    return items
+
+
 def _json_events(events: Any, where: str) -> tuple[SpanEvent, ...]:
-    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
-        raise MalformedInput(f"{where}.events: expected a list of objects")
-    if len(events) > MAX_EVENTS:
-        raise _SpanProblem(f"{where}.events: {len(events)} events, more than {MAX_EVENTS}")
     return tuple(
         SpanEvent(
             _text(e.get("name")),
             _int(e.get("timeUnixNano", 0), f"{where}.events[{i}].timeUnixNano"),
             _json_attrs(e.get("attributes", []), f"{where}.events[{i}].attributes"),
         )
-        for i, e in enumerate(events)
+        for i, e in enumerate(_span_list(events, where, "events"))
     )
 
 
 def _json_links(links: Any, where: str) -> tuple[SpanLink, ...]:
-    if not isinstance(links, list) or not all(isinstance(x, dict) for x in links):
-        raise MalformedInput(f"{where}.links: expected a list of objects")
-    if len(links) > MAX_EVENTS:
-        raise _SpanProblem(f"{where}.links: {len(links)} links, more than {MAX_EVENTS}")
     return tuple(
         SpanLink(
             _text(x.get("traceId")).lower(),
             _text(x.get("spanId")).lower(),
             _json_attrs(x.get("attributes", []), f"{where}.links[{i}].attributes"),
         )
-        for i, x in enumerate(links)
+        for i, x in enumerate(_span_list(links, where, "links"))
     )
 
 
@@ -347,6 +348,10 @@ def _kv(attrs: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"key": k, "value": _any_value(v)} for k, v in attrs.items()]
 
 
+def _json_link(link: SpanLink) -> dict[str, Any]:
+    return {"traceId": link.trace_id, "spanId": link.span_id, "attributes": _kv(link.attributes)}
+
+
 def encode_json(spans: Iterable[SpanRecord]) -> dict[str, Any]:
     """OTLP/JSON for spans, grouped by resource and scope (used for sample traces)."""
     groups: dict[str, dict[tuple[str, str], list[SpanRecord]]] = {}
@@ -379,6 +384,7 @@ def encode_json(spans: Iterable[SpanRecord]) -> dict[str, Any]:
                                 "status": {"code": _STATUS.index(s.status_code), "message": s.status_message}
                                 if s.status_code != "UNSET"
                                 else {},
+                                **({"links": [_json_link(x) for x in s.links]} if s.links else {}),
                             }
                             for s in scope_spans
                         ],

@@ -11,6 +11,7 @@ objects, so a caller can tell cheaply that nothing changed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -19,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from .detectors import DETECTORS, Detector, marker
+from .detectors import DETECTORS, MIN_AWS_SECRET, MIN_NUMBER_DIGITS, MIN_WORD, Detector, TextView, marker
 from .keys import KeyRule
 
 __all__ = ["REDACTED", "Redactor"]
@@ -36,10 +37,9 @@ _NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", 
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"]))")
 _ESCAPE_LAYERS = 4  # JSON inside JSON inside ...: each layer doubles the backslashes
 _GATED_CHARS = 256  # texts up to this long are first searched for any detector's needle at once
-_CACHED_CHARS = 512  # strings up to this long are remembered: names, models, tools and ids repeat
+_CACHED_CHARS = 512
+_GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
-_DIGITS = "0123456789"
-_DIGIT = re.compile(r"\d")
 
 
 def _unescape(m: re.Match[str]) -> str:
@@ -59,17 +59,19 @@ class Redactor:
         self.keys = KeyRule(extra_keys)
         extra = tuple(Detector(kind, re.compile(p)) for kind, p in (extra_patterns or {}).items())
         self.detectors = (
-            tuple(
-                Detector(d.kind, None, d.needles, d.lower, find=self._key_values) if d.kind == "secret" else d
-                for d in DETECTORS
-            )
-            + extra
+            tuple(dataclasses.replace(d, find=self._key_values) if d.kind == "secret" else d for d in DETECTORS) + extra
         )
-        # Most strings hold no needle of any detector: one scan for all of them (lowercased)
-        # leaves those strings only the detectors that have none (numbers, long base64 runs).
-        needles = sorted({n.lower() for d in self.detectors for n in d.needles}, key=len, reverse=True)
-        self._any_needle = re.compile("|".join(map(re.escape, needles)))
-        self._without_needles = tuple(d for d in self.detectors if not d.needles)
+
+        # Detectors are tried in groups that share a cheap gate, so most strings are spared a
+        # Python call per detector: the short ones hold no needle of any detector of a group.
+        def needles_of(group: str, lower: bool) -> re.Pattern[str]:
+            found = {n.lower() if lower else n for d in self.detectors if d.group == group for n in d.needles}
+            return re.compile("|".join(map(re.escape, sorted(found, key=len, reverse=True))))
+
+        self._text_needles = needles_of("text", True)
+        self._word_needles = needles_of("word", False)
+        self._plan = tuple((d, d.group) for d in self.detectors)
+        self._ungrouped = tuple(d for d in self.detectors if not d.group)
         self._texts: dict[str, str] = {}
         self.block = lru_cache(maxsize=16_384)(self._block)
 
@@ -107,22 +109,36 @@ class Redactor:
         return self._scan(text)
 
     def _scan(self, text: str) -> str:
-        original, low = text, text.lower()
-        digits = sum(map(text.count, _DIGITS)) if _DIGIT.search(text) else 0
-        # (A long text nearly always holds some needle: there the gate would be a scan for nothing.)
-        gated = len(text) <= _GATED_CHARS and not self._any_needle.search(low)
-        detectors = self._without_needles if gated else self.detectors
-        for detector in detectors:
-            if detector.wanted(text, low, digits):
+        original, view = text, TextView(text)
+        gates = {group: self._gate(group, view) for group in _GROUPS}
+        if not any(gates.values()) and not any(d.wanted(view) for d in self._ungrouped):
+            return text  # the common case, decided without a call per detector
+        for detector, group in self._plan:
+            if group:
+                passed = gates.get(group)
+                if passed is None:
+                    passed = gates[group] = self._gate(group, view)
+                if not passed:
+                    continue
+            if detector.wanted(view):
                 found = detector.apply(text)
                 if found != text:
-                    text, low = found, found.lower()
+                    text, view = found, TextView(found)
+                    gates.clear()
         return original if text == original else text
+
+    def _gate(self, group: str, view: TextView) -> bool:
+        """Whether any detector of the group may find something (False spares them all)."""
+        short = len(view.text) <= _GATED_CHARS  # searched whole; a long text by its parts
+        if group == "text":  # a long text nearly always holds some needle: no gate there
+            return not short or self._text_needles.search(view.low) is not None
+        if group == "word":
+            words = view.text if short else view.long_words(MIN_WORD)
+            return self._word_needles.search(words) is not None or bool(view.long_words(MIN_AWS_SECRET))
+        return (short or view.digits >= MIN_NUMBER_DIGITS) and view.numberish  # "number"
 
     def _key_values(self, text: str) -> list[tuple[int, int]]:
         """Values of ``key=value`` / ``"key": "value"`` pairs whose key is secret-named."""
-        if ":" not in text and "=" not in text:  # prose mentions keys and tokens; pairs need these
-            return []
         spans = []
         for m in _KEY_VALUE.finditer(text):
             value = m.group("s")

@@ -29,13 +29,14 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from collector.cli.serve import _config, add_serve
-from collector.otlp import decode_json
+from collector.otlp import encode_json
 from collector.receiver import CollectorServer
 from ledger import conventions as c
 from ledger.errors import TurnledgerError
 from ledger.rows import prepare
+from ledger.spans import SpanEvent, SpanLink, SpanRecord
 from ledger.tables import table
-from tests.redaction_corpus import SECRETS, Secret
+from tests.redaction_corpus import SECRETS
 from tests.server.conftest import T0, post_otlp
 
 MODEL = "claude-sonnet-4-6"
@@ -51,39 +52,26 @@ USAGE = {"gen_ai.usage.input_tokens": 41, "gen_ai.usage.output_tokens": 67}
 CHARGE_FIGURES = ("model", "provider", "uncached_input_tokens", "output_tokens", "usd_input", "usd_output", "unpriced")
 
 
-def _value(v: Any) -> dict[str, Any]:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, list):
-        return {"arrayValue": {"values": [_value(x) for x in v]}}
-    if isinstance(v, dict):
-        return {"kvlistValue": {"values": _kvs(v)}}
-    return {"stringValue": v}
-
-
-def _kvs(attrs: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value(v)} for k, v in attrs.items()]
-
-
 def _escaped(text: str) -> str:
     """The text as JSON-escaping producers write it inside a string: ``@`` and ``/`` escaped."""
     return text.replace("@", "\\u0040").replace("/", "\\/")
 
 
-def _span(trace: str, n: int, where: str, secret: str) -> dict[str, Any]:
+def _span(trace: str, n: int, where: str, secret: str, resource: dict[str, Any] | None = None) -> SpanRecord:
     """A model-call span (41 in, 67 out) carrying ``secret`` at ``where``."""
-    name, status, attrs = f"chat {MODEL}", {}, {c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic"}
-    attrs |= {c.REQUEST_MODEL: MODEL, **USAGE}
-    events: list[dict[str, Any]] = []
-    links: list[dict[str, Any]] = []
+    start = T0 + n * 10**6
+    s = SpanRecord(
+        trace, hashlib.sha256(f"{trace}/{n}".encode()).hexdigest()[:16], f"chat {MODEL}", start, start + 5 * 10**5,
+        kind="CLIENT", resource=resource or {}, scope_name="corpus", scope_version="1",
+        attributes={c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic", c.REQUEST_MODEL: MODEL, **USAGE},
+    )  # fmt: skip
+    attrs = s.attributes
     message = [{"role": "user", "parts": [{"type": "text", "content": f"Here it is: {secret}"}]}]
     match where:
         case "name":
-            name = f"chat {secret}"
+            s.name = f"chat {secret}"
         case "status":
-            status = {"code": 2, "message": f"upstream refused {secret}"}
+            s.status_code, s.status_message = "ERROR", f"upstream refused {secret}"
         case "attribute":
             attrs["note"] = f"see {secret} for details"
         case "secret_key":
@@ -93,17 +81,15 @@ def _span(trace: str, n: int, where: str, secret: str) -> dict[str, Any]:
         case "nested":
             attrs["request.headers"] = {"x-trace": "1", "inner": {"value": secret, "list": [f"x {secret}"]}}
         case "event_name":
-            events.append({"name": f"note {secret}", "timeUnixNano": str(T0 + 2), "attributes": []})
+            s.events = (SpanEvent(f"note {secret}", start + 2),)
         case "exception":
             exc = {"exception.type": "ValueError", "exception.message": f"bad value {secret}"}
             exc["exception.stacktrace"] = f'Traceback:\n  File "x.py"\nValueError: {secret}'
-            events.append({"name": "exception", "timeUnixNano": str(T0 + 2), "attributes": _kvs(exc)})
+            s.events = (SpanEvent("exception", start + 2, exc),)
         case "user_message":
-            msg = {"content": f"my details: {secret}"}
-            events.append({"name": "gen_ai.user.message", "timeUnixNano": str(T0 + 2), "attributes": _kvs(msg)})
+            s.events = (SpanEvent("gen_ai.user.message", start + 2, {"content": f"my details: {secret}"}),)
         case "link":
-            link = {"link.note": f"triggered by {secret}", "api_key": secret}
-            links.append({"traceId": "ab" * 16, "spanId": "cd" * 8, "attributes": _kvs(link)})
+            s.links = (SpanLink("ab" * 16, "cd" * 8, {"link.note": f"triggered by {secret}", "api_key": secret}),)
         case "input_messages":
             attrs[c.INPUT_MESSAGES] = json.dumps(message)
             attrs[c.SYSTEM_INSTRUCTIONS] = json.dumps([{"type": "text", "content": f"Use {secret}"}])
@@ -123,31 +109,18 @@ def _span(trace: str, n: int, where: str, secret: str) -> dict[str, Any]:
         case "escaped":
             attrs["raw.json"] = json.dumps({"value": _escaped(secret)})
             attrs["raw.text"] = _escaped(f"contact: {secret}")
-    start = T0 + n * 10**6
-    return {
-        "traceId": trace, "spanId": hashlib.sha256(f"{trace}/{n}".encode()).hexdigest()[:16], "name": name, "kind": 3,
-        "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 5 * 10**5),
-        "attributes": _kvs(attrs), "events": events, "links": links, "status": status,
-    }  # fmt: skip
+    return s
 
 
-def corpus_request(trace: str, secrets: tuple[Secret, ...] = SECRETS) -> dict[str, Any]:
+def corpus_request(trace: str) -> dict[str, Any]:
     """OTLP/JSON: per secret, a resource carrying it and one span per location."""
-    resource_spans = []
-    n = 0
-    for secret in secrets:
-        spans = []
-        for where in LOCATIONS:
-            spans.append(_span(trace, n, where, secret.text))
-            n += 1
+    spans = []
+    for i, secret in enumerate(SECRETS):
         resource = {"service.name": "corpus", "env.OPENAI_API_KEY": secret.text, "deployment.note": secret.text}
-        resource_spans.append(
-            {
-                "resource": {"attributes": _kvs(resource)},
-                "scopeSpans": [{"scope": {"name": "corpus", "version": "1"}, "spans": spans}],
-            }
-        )
-    return {"resourceSpans": resource_spans}
+        spans += [
+            _span(trace, i * len(LOCATIONS) + j, where, secret.text, resource) for j, where in enumerate(LOCATIONS)
+        ]
+    return encode_json(spans)
 
 
 def as_protobuf(doc: dict[str, Any]) -> bytes:
@@ -156,7 +129,7 @@ def as_protobuf(doc: dict[str, Any]) -> bytes:
     def ids(node: Any) -> Any:
         if isinstance(node, dict):
             return {
-                k: base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId") else ids(v)
+                k: base64.b64encode(bytes.fromhex(v)).decode() if k in ("traceId", "spanId", "parentSpanId") else ids(v)
                 for k, v in node.items()
             }
         return [ids(x) for x in node] if isinstance(node, list) else node
@@ -207,8 +180,9 @@ def ingest(server: CollectorServer, doc: dict[str, Any], encoding: str) -> None:
 
 def expected_charge() -> tuple[Any, ...]:
     """The charge of the same model call with no secret anywhere, built by ingest itself."""
-    plain = {"resourceSpans": [{"scopeSpans": [{"spans": [_span("ef" * 16, 0, "nowhere", "")]}]}]}
-    row = dict(zip(table("charges").names, prepare(decode_json(plain)).rows["charges"][0], strict=True))
+    row = dict(
+        zip(table("charges").names, prepare([_span("ef" * 16, 0, "nowhere", "")]).rows["charges"][0], strict=True)
+    )
     return tuple(row[k] for k in CHARGE_FIGURES)
 
 
