@@ -36,7 +36,7 @@ def marker(kind: str) -> str:
 
 
 _DIGIT_BYTES = b"0123456789"
-MIN_WORD = 8  # the shortest word-shaped secret (scheme://user:pass@)
+MIN_WORD = 15  # the shortest word-shaped secret (a Slack token); prose has few words this long
 MIN_NUMBER_DIGITS = 8  # the fewest digits of a numeric one (a phone number with its country code)
 MIN_AWS_SECRET = 40  # the one word-shaped secret found by its length, not a needle
 
@@ -45,14 +45,13 @@ class TextView:
     """What the pre-checks ask of one text, each worked out once, when first asked, with C-speed
     string methods: a regex pass costs ~10 ns a character, ``in`` and ``split`` a tenth of that."""
 
-    __slots__ = ("_digits", "_long", "_numberish", "_words", "low", "text")
+    __slots__ = ("_digits", "_long", "_numberish", "low", "text")
 
     def __init__(self, text: str) -> None:
         self.text, self.low = text, text.lower()
         self._digits: int | None = None
         self._numberish: bool | None = None
-        self._words: list[str] | None = None
-        self._long: dict[int, str] = {}
+        self._long: list[str] | None = None
 
     @property
     def digits(self) -> int:
@@ -76,12 +75,12 @@ class TextView:
         and token is one such word, and most prose has none."""
         if len(self.text) < length:
             return ""
-        found = self._long.get(length)
-        if found is None:
-            if self._words is None:
-                self._words = self.text.split()
-            found = self._long[length] = " ".join(w for w in self._words if len(w) >= length)
-        return found
+        if self._long is None:
+            words = self.text.split()
+            # max(map(len)) runs in C: the list is only built when a word is long enough
+            longest = max(map(len, words), default=0)
+            self._long = [w for w in words if len(w) >= MIN_WORD] if longest >= MIN_WORD else []
+        return " ".join(w for w in self._long if len(w) >= length) if self._long else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,13 +319,12 @@ DETECTORS: tuple[Detector, ...] = (
         "url_credentials",
         re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{1,15}://(?P<s>[^\s/?#@:\"'<>]*:[^\s/?#@\"'<>]+)@"),
         ("://",),
-        min_word=8,
     ),
     Detector(
         "webhook",
         re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]+"),
         ("hooks.slack.com",),
-        min_word=8,
+        min_word=MIN_WORD,
     ),
     Detector(
         "jwt",
@@ -352,7 +350,7 @@ DETECTORS: tuple[Detector, ...] = (
             r"|(?<![A-Za-z0-9])(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}"  # Slack
         ),
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "xapp-"),
-        min_word=15,
+        min_word=MIN_WORD,
     ),
     Detector(
         "token",
