@@ -42,6 +42,16 @@ _GROUPS = ("text", "word", "number")  # strings up to this long are remembered: 
 _CACHE_ENTRIES = 65_536
 
 
+def _decoded(text: str) -> str:
+    """``text`` with JSON escapes decoded, layer after layer (the same object if it has none)."""
+    decoded = text
+    for _ in range(_ESCAPE_LAYERS):
+        if (layer := _ESCAPE.sub(_unescape, decoded)) == decoded:
+            break
+        decoded = layer
+    return text if decoded == text else decoded
+
+
 def _unescape(m: re.Match[str]) -> str:
     code = m.group(1)
     return m.group(2) if code is None else chr(int(code, 16))
@@ -96,17 +106,16 @@ class Redactor:
         return done or text
 
     def _text(self, text: str) -> str:
-        if "\\" in text:
-            decoded = text
-            for _ in range(_ESCAPE_LAYERS):
-                if (layer := _ESCAPE.sub(_unescape, decoded)) == decoded:
-                    break
-                decoded = layer
-            if decoded != text:
-                redacted = self._scan(decoded)
-                if redacted != decoded:
-                    return redacted  # stored decoded: an escape must not hide what it spells
-        return self._scan(text)
+        redacted = self._scan(text)
+        if "\\" not in text:
+            return redacted
+        # An escape must not hide what it spells: read the text decoded too. The redacted text
+        # keeps its escapes unless its decoded form still holds a secret (only one an escape hid).
+        decoded = _decoded(redacted)
+        if decoded is redacted:
+            return redacted
+        again = self._scan(decoded)
+        return redacted if again is decoded else again
 
     def _scan(self, text: str) -> str:
         original, view = text, TextView(text)

@@ -115,6 +115,8 @@ def test_json_escapes_are_decoded_before_matching():
     )
     plain = "C:\\Users\\dana\\notes.txt"  # backslashes that hide nothing stay as they were
     assert redact_text(plain) is plain
+    # a secret found as written leaves the text's other escapes alone
+    assert redact_text('"a\\"b" to dana@example.org') == '"a\\"b" to [REDACTED:email]'
 
 
 def test_unchanged_values_come_back_as_the_same_objects():
