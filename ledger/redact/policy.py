@@ -212,7 +212,10 @@ class Redactor:
     def _block(self, raw: str) -> str:
         """One JSON text redacted (the content store's blocks; cached, since every turn
         re-sends the history and redacting it again would make ingest quadratic in turns)."""
-        value = json.loads(raw)
+        try:
+            value = orjson.loads(raw)  # ~2x the stdlib's speed
+        except orjson.JSONDecodeError:  # what only the stdlib writes and reads (integers past 64 bits)
+            value = json.loads(raw)
         redacted = self.value(value)
         if redacted is value:
             return raw
