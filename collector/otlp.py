@@ -32,7 +32,7 @@ from ledger.limits import (
     MAX_SPAN_BYTES,
     MAX_SPAN_VALUES,
 )
-from ledger.spans import SpanEvent, SpanRecord
+from ledger.spans import SpanEvent, SpanLink, SpanRecord
 
 __all__ = ["RequestTooLarge", "decode_json", "decode_protobuf", "encode_json", "read_file", "read_file_parts"]
 
@@ -152,6 +152,12 @@ def _pb_events(events: Any, budget: _Budget) -> tuple[SpanEvent, ...]:
     return tuple(SpanEvent(e.name, e.time_unix_nano, _pb_attrs(e.attributes, budget)) for e in events)
 
 
+def _pb_links(links: Any, budget: _Budget) -> tuple[SpanLink, ...]:
+    if len(links) > MAX_EVENTS:
+        raise _SpanProblem(f"{len(links)} links, more than {MAX_EVENTS}")
+    return tuple(SpanLink(x.trace_id.hex(), x.span_id.hex(), _pb_attrs(x.attributes, budget)) for x in links)
+
+
 def decode_protobuf(body: bytes) -> list[SpanRecord]:
     request = ExportTraceServiceRequest()
     try:
@@ -174,17 +180,18 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
         for ss in rs.scope_spans:
             scope_name, scope_version = ss.scope.name, ss.scope.version
             for sp in ss.spans:
-                status, events = sp.status, sp.events
+                status, events, links = sp.status, sp.events, sp.links
                 problem = ""
                 try:  # a value past the limits costs its span only (ingest rejects it, naming it)
                     if sizes and (size := sp.ByteSize()) > MAX_SPAN_BYTES:
                         raise _SpanTooLarge(f"{size} bytes encoded, more than {MAX_SPAN_BYTES}")
                     attributes = attrs(sp.attributes, budget)
                     decoded_events = _pb_events(events, budget) if events else ()
+                    decoded_links = _pb_links(links, budget) if links else ()
                 except _SpanTooLarge as exc:
-                    attributes, decoded_events, problem = {}, (), f"span: {exc}"
+                    attributes, decoded_events, decoded_links, problem = {}, (), (), f"span: {exc}"
                 except _SpanProblem as exc:
-                    attributes, decoded_events, problem = {}, (), _pb_where(sp, exc)
+                    attributes, decoded_events, decoded_links, problem = {}, (), (), _pb_where(sp, exc)
                 # budget.end_span, inlined (a method call per span was 3% of this loop)
                 spent += MAX_SPAN_VALUES - budget.span_left
                 budget.span_left = MAX_SPAN_VALUES
@@ -208,6 +215,7 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
                         scope_name,
                         scope_version,
                         problem,
+                        decoded_links,
                     )
                 )
     return out
@@ -320,24 +328,41 @@ def _json_span(
         span.status_message = _text(status.get("message"))
         span.attributes = _json_attrs(sp.get("attributes", []), f"{where}.attributes", budget)
         span.events = _json_events(sp.get("events", []), where, budget)
+        span.links = _json_links(sp.get("links", []), where, budget)
     except _SpanProblem as exc:
-        span.attributes, span.events, span.problem = {}, (), str(exc)
+        span.attributes, span.events, span.links, span.problem = {}, (), (), str(exc)
     budget.end_span()
     return span
 
 
+def _span_list(items: Any, where: str, name: str) -> list[dict[str, Any]]:
+    """A span's ``events`` or ``links``: a list of objects (else the body is malformed), within the limits."""
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise MalformedInput(f"{where}.{name}: expected a list of objects")
+    if len(items) > MAX_EVENTS:
+        raise _SpanProblem(f"{where}.{name}: {len(items)} {name}, more than {MAX_EVENTS}")
+    return items
+
+
 def _json_events(events: Any, where: str, budget: _Budget) -> tuple[SpanEvent, ...]:
-    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
-        raise MalformedInput(f"{where}.events: expected a list of objects")
-    if len(events) > MAX_EVENTS:
-        raise _SpanProblem(f"{where}.events: {len(events)} events, more than {MAX_EVENTS}")
     return tuple(
         SpanEvent(
             _text(e.get("name")),
             _int(e.get("timeUnixNano", 0), f"{where}.events[{i}].timeUnixNano"),
             _json_attrs(e.get("attributes", []), f"{where}.events[{i}].attributes", budget),
         )
-        for i, e in enumerate(events)
+        for i, e in enumerate(_span_list(events, where, "events"))
+    )
+
+
+def _json_links(links: Any, where: str, budget: _Budget) -> tuple[SpanLink, ...]:
+    return tuple(
+        SpanLink(
+            _text(x.get("traceId")).lower(),
+            _text(x.get("spanId")).lower(),
+            _json_attrs(x.get("attributes", []), f"{where}.links[{i}].attributes", budget),
+        )
+        for i, x in enumerate(_span_list(links, where, "links"))
     )
 
 
@@ -407,6 +432,10 @@ def _kv(attrs: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"key": k, "value": _any_value(v)} for k, v in attrs.items()]
 
 
+def _json_link(link: SpanLink) -> dict[str, Any]:
+    return {"traceId": link.trace_id, "spanId": link.span_id, "attributes": _kv(link.attributes)}
+
+
 def encode_json(spans: Iterable[SpanRecord]) -> dict[str, Any]:
     """OTLP/JSON for spans, grouped by resource and scope (used for sample traces)."""
     groups: dict[str, dict[tuple[str, str], list[SpanRecord]]] = {}
@@ -439,6 +468,7 @@ def encode_json(spans: Iterable[SpanRecord]) -> dict[str, Any]:
                                 "status": {"code": _STATUS.index(s.status_code), "message": s.status_message}
                                 if s.status_code != "UNSET"
                                 else {},
+                                **({"links": [_json_link(x) for x in s.links]} if s.links else {}),
                             }
                             for s in scope_spans
                         ],

@@ -15,12 +15,11 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .redact import redact
+from .redact import Redactor
 from .tables import table
 
 if TYPE_CHECKING:  # the decoder processes build content rows and never load DuckDB
@@ -47,13 +46,6 @@ def _hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-@lru_cache(maxsize=16_384)
-def _redacted(raw: str) -> str:
-    """Redact one block's JSON text. Cached: every turn re-sends the same history,
-    and redacting it again each turn would make ingest quadratic in turns."""
-    return _dumps(redact(json.loads(raw)))
-
-
 _CONTEXT_ROW = table("contexts").compile_row(
     "trace_id, span_id, envelope, system, tools, node, size",
     {
@@ -67,22 +59,22 @@ _CONTEXT_ROW = table("contexts").compile_row(
 class ContextRows:
     """Rows that payloads add to the content tables (duplicates are fine: INSERT OR IGNORE)."""
 
-    redact_blocks: bool = True
+    policy: Redactor | None = None  # None: blocks stored as received
     blocks: dict[str, str] = field(default_factory=dict)  # hash -> body
     nodes: dict[tuple[str, str], tuple[str | None, str]] = field(default_factory=dict)  # (trace, node) -> (prev, block)
     contexts: list[tuple[Any, ...]] = field(default_factory=list)  # rows of the contexts table
 
     def _block(self, value: Any) -> str:
         body = _dumps(value)
-        if self.redact_blocks:
-            body = _redacted(body)
+        if self.policy is not None:
+            body = self.policy.block(body)
         h = _hash(body)
         self.blocks.setdefault(h, body)
         return h
 
     def add(self, trace_id: str, span_id: str, payload: dict[str, Any]) -> None:
         fields = {k: v for k, v in payload.items() if k not in _SPLIT_KEYS}
-        envelope = {"order": list(payload), "fields": redact(fields) if self.redact_blocks else fields}
+        envelope = {"order": list(payload), "fields": self.policy.value(fields) if self.policy else fields}
         system = self._block(payload["system"]) if "system" in payload else None
         tools = self._block(payload["tools"]) if "tools" in payload else None
         node: str | None = None

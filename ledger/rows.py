@@ -8,6 +8,7 @@ declares (``ledger.tables``); the price terms' columns come from ``TERMS``.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,8 +27,8 @@ from .content import ContextRows
 from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import model_call, tenant_of
 from .pricing import PriceBook
-from .redact import redact_text
-from .spans import SpanRecord
+from .redact import Redactor, default_policy
+from .spans import SpanEvent, SpanLink, SpanRecord
 from .tables import table
 
 __all__ = ["MAX_ATTRIBUTE_CHARS", "PreparedBatch", "Rows", "default_prices", "prepare"]
@@ -76,27 +77,12 @@ def _utf8(text: str) -> bool:
     return True
 
 
-# --- which attributes are stored, redacted or moved to the content store ---------------------
-# Attributes that carry free text from prompts, tools or replies. Third-party
-# producers rarely redact them, so ingest does (the content store is redacted too).
-_FREE_TEXT_MARKERS = (
-    ".arguments",
-    ".result",
-    "messages",
-    ".prompt",
-    ".completion",
-    "input.value",
-    "output.value",
-    ".content",
-)
-
-
+# --- which attributes are stored or moved to the content store --------------------------------
 @dataclass(frozen=True, slots=True)
 class _AttributePlan:
     """What ingest does with one set of attribute keys."""
 
     moved: tuple[str, ...]  # captured request content: it lives in the content store instead
-    free_text: tuple[str, ...]  # redacted before they are stored
     may_capture: bool  # a captured payload can be rebuilt from these keys
 
 
@@ -106,18 +92,16 @@ def _attribute_plan(keys: tuple[str, ...], llm_span: bool, captured: bool = True
 
     ``llm_span``: an OpenInference LLM span, whose ``input.value`` IS the request.
     ``captured=False``: the content could not be stored as a payload, so it stays
-    among the attributes (redacted and cut like any free text).
+    among the attributes (redacted and cut like any other value).
     """
-    moved: list[str] = []
-    free_text: list[str] = []
-    for key in keys:
-        if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key) or (llm_span and key in OPENINFERENCE_REQUEST):
-            (moved if captured else free_text).append(key)
-        elif any(marker in key for marker in _FREE_TEXT_MARKERS):
-            free_text.append(key)
+    moved = [
+        key
+        for key in keys
+        if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key) or (llm_span and key in OPENINFERENCE_REQUEST)
+    ]
     # input.value can hold the request on a GenAI "chat" span too (captured_payload reads it there)
     may_capture = bool(moved) or "input.value" in keys
-    return _AttributePlan(tuple(moved), tuple(free_text), may_capture)
+    return _AttributePlan(tuple(moved) if captured else (), may_capture)
 
 
 def _truncated(value: Any) -> Any:
@@ -126,17 +110,10 @@ def _truncated(value: Any) -> Any:
     return value
 
 
-def _stored_attributes(attrs: Mapping[str, Any], plan: _AttributePlan, redact_free_text: bool) -> str:
-    """The span's attributes as stored (JSON): content moved out, free text redacted, long values cut."""
-    if plan.moved or (redact_free_text and plan.free_text):
-        attrs = dict(attrs)  # a copy: the record itself stays as it was received
-        for key in plan.moved:
-            del attrs[key]
-        if redact_free_text:
-            for key in plan.free_text:
-                value = attrs[key]
-                if isinstance(value, str):
-                    attrs[key] = redact_text(value)
+def _stored_attributes(attrs: Mapping[str, Any], moved: tuple[str, ...]) -> str:
+    """The span's (redacted) attributes as stored (JSON): content moved out, long values cut."""
+    if moved:
+        attrs = {key: value for key, value in attrs.items() if key not in moved}
     text = _dumps(attrs)
     # A value longer than the limit makes the whole JSON longer than it, so the
     # common case costs one len() instead of a walk over every value.
@@ -206,13 +183,13 @@ def _text(value: Any) -> str | None:
 
 # Each table's row, column by column: a Python expression over the row function's parameters.
 _SPAN_ROW = table("spans").compile_row(
-    "s, tenant, operation, attributes, resource, events, ingested_at",
+    "s, tenant, operation, attributes, resource, events, links, ingested_at",
     {
         "trace_id": "s.trace_id", "span_id": "s.span_id", "parent_span_id": "s.parent_span_id", "name": "s.name",
         "kind": "s.kind", "operation": "operation", "tenant": "tenant", "start_time": "s.start_ns",
         "end_time": "s.end_ns", "status_code": "s.status_code", "status_message": "s.status_message",
         "attributes": "attributes", "resource": "resource", "events": "events", "scope_name": "s.scope_name",
-        "scope_version": "s.scope_version", "ingested_at": "ingested_at",
+        "scope_version": "s.scope_version", "ingested_at": "ingested_at", "links": "links",
     },
 )  # fmt: skip
 _GUARD_EVENT_ROW = table("guard_events").compile_row(
@@ -254,18 +231,20 @@ _NOT_A_PAYLOAD: dict[str, Any] = {}  # a sentinel: the span carries content, but
 class _RowBuilder:
     """Rows for each table, filled span by span as tuples (the cheapest Python row)."""
 
-    def __init__(self, prices: PriceBook, redact_content: bool) -> None:
+    def __init__(self, prices: PriceBook, policy: Redactor | None) -> None:
         self.prices = prices
-        self.redact_content = redact_content
+        self.policy = policy  # None: stored as received
         self.spans: Rows = []
         self.charges: Rows = []
         self.copies: Rows = []  # one per charge row: which billed call it reports (ledger.billed)
         self.events: Rows = []
-        self.contexts = ContextRows(redact_blocks=redact_content)
+        self.contexts = ContextRows(policy=policy)
         self.unpriced: set[str] = set()
         self.flagged: list[str] = []
         self.now_us = int(datetime.now(UTC).timestamp() * 1e6)
-        self._resources: dict[int, str] = {}  # one OTLP request shares a resource dict across its spans
+        # One OTLP request shares a resource dict across its spans: redacted and dumped once.
+        self._resources: dict[int, str] = {}
+        self._redacted_resources: dict[int, dict[str, Any]] = {}
         self._charge_row = _charge_row(terms.TERMS)
 
     def _resource(self, resource: dict[str, Any]) -> str:
@@ -275,11 +254,49 @@ class _RowBuilder:
             cached = self._resources[key] = _dumps(resource)
         return cached
 
-    def add(self, s: SpanRecord) -> None:
+    def _redacted(self, s: SpanRecord, moved: tuple[str, ...]) -> SpanRecord:
+        """The span as stored: every string redacted, the content to move aside left for the content store."""
+        p = self.policy
+        if p is None:
+            return s
+        name, status, scope, version = (
+            p.text(s.name),
+            p.text(s.status_message),
+            p.text(s.scope_name),
+            p.text(s.scope_version),
+        )
+        attrs = p.attributes(s.attributes, moved)
+        events = tuple(map(self._redacted_event, s.events)) if s.events else s.events
+        links = tuple(map(self._redacted_link, s.links)) if s.links else s.links
+        resource = self._redacted_resources.get(id(s.resource))
+        if resource is None:
+            resource = self._redacted_resources[id(s.resource)] = p.attributes(s.resource)
+        if (
+            name is s.name and status is s.status_message and scope is s.scope_name and version is s.scope_version
+            and attrs is s.attributes and resource is s.resource
+            and all(map(operator.is_, events, s.events)) and all(map(operator.is_, links, s.links))
+        ):  # fmt: skip
+            return s
+        return SpanRecord(
+            s.trace_id, s.span_id, name, s.start_ns, s.end_ns, s.parent_span_id, s.kind, s.status_code, status,
+            attrs, events, resource, scope, version, s.problem, links,
+        )  # fmt: skip
+
+    def _redacted_event(self, e: SpanEvent) -> SpanEvent:
+        assert self.policy is not None
+        name, attrs = self.policy.text(e.name), self.policy.attributes(e.attributes)
+        return e if name is e.name and attrs is e.attributes else SpanEvent(name, e.time_ns, attrs)
+
+    def _redacted_link(self, x: SpanLink) -> SpanLink:
+        assert self.policy is not None
+        attrs = self.policy.attributes(x.attributes)
+        return x if attrs is x.attributes else SpanLink(x.trace_id, x.span_id, attrs)
+
+    def add(self, received: SpanRecord) -> None:
         """Every row of one span, or (raising) none: rows are appended only once all are built."""
-        attrs = s.attributes
-        llm_span = attrs.get(_OPENINFERENCE_KIND) == "LLM"
-        plan = _attribute_plan(tuple(attrs), llm_span)
+        llm_span = received.attributes.get(_OPENINFERENCE_KIND) == "LLM"
+        plan = _attribute_plan(tuple(received.attributes), llm_span)
+        s = self._redacted(received, plan.moved)  # what every row below is built from
         tenant = tenant_of(s)
         events = "[]"
         guard_rows = []
@@ -298,16 +315,24 @@ class _RowBuilder:
         resource, operation = self._resource(s.resource), _operation(s)
         flagged = len(self.flagged)
         try:
-            payload = self._payload(s) if plan.may_capture or s.events else None
+            # The content store redacts the payload block by block, so it is read as received.
+            payload = self._payload(received) if plan.may_capture or received.events else None
             if payload is _NOT_A_PAYLOAD:
-                plan, payload = _attribute_plan(tuple(attrs), llm_span, False), None
-            stored = _stored_attributes(attrs, plan, self.redact_content)
+                payload = None
+                stored = self._kept_content(received)
+            else:
+                stored = _stored_attributes(s.attributes, plan.moved)
             if payload is not None and not self._add_context(s, payload):  # the last step that can fail
-                stored = _stored_attributes(attrs, _attribute_plan(tuple(attrs), llm_span, False), self.redact_content)
+                stored = self._kept_content(received)
         except BaseException:
             del self.flagged[flagged:]  # the span is rejected: nothing of it is kept, notes included
             raise
-        self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, self.now_us))
+        links = (
+            _dumps([{"trace_id": x.trace_id, "span_id": x.span_id, "attributes": x.attributes} for x in s.links])
+            if s.links
+            else "[]"
+        )
+        self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, links, self.now_us))
         self.events += guard_rows
         if call is not None and charge is not None and copy is not None:
             if priced.unpriced:
@@ -316,6 +341,11 @@ class _RowBuilder:
                 self.flagged.append(f"{s.trace_id}/{s.span_id}: invalid_usage: {call.invalid_usage}")
             self.charges.append(charge)
             self.copies.append(copy)
+
+    def _kept_content(self, received: SpanRecord) -> str:
+        """The stored attributes of a span whose content could not be a payload: it stays among them, redacted."""
+        attrs = received.attributes if self.policy is None else self.policy.attributes(received.attributes)
+        return _stored_attributes(attrs, ())
 
     def _flag_content(self, s: SpanRecord, why: str) -> None:
         self.flagged.append(f"{s.trace_id}/{s.span_id}: captured content not stored ({why}); kept as attributes")
@@ -367,15 +397,21 @@ class _RowBuilder:
 
 
 def prepare(
-    spans: Iterable[SpanRecord], prices: PriceBook | None = None, *, redact_content: bool = True
+    spans: Iterable[SpanRecord],
+    prices: PriceBook | None = None,
+    *,
+    redact_content: bool = True,
+    policy: Redactor | None = None,
 ) -> PreparedBatch:
     """Validate spans and build every row they add (normalized, priced, redacted); nothing is stored.
 
-    Invalid spans are listed in ``rejected`` and the rest still go on.
-    ``redact_content`` re-applies redaction to captured payloads at the door,
-    for producers that did not redact (third-party instrumentations).
+    Invalid spans are listed in ``rejected`` and the rest still go on. Every
+    stored string passes ``policy`` (default: ``ledger.redact.default_policy()``,
+    which ``TURNLEDGER_REDACT*`` configures); ``redact_content=False`` stores
+    spans as received, for a producer that redacted already (ours) or on purpose.
     """
-    rows = _RowBuilder(prices or default_prices(), redact_content)
+    chosen = (policy or default_policy()) if redact_content else None
+    rows = _RowBuilder(prices or default_prices(), chosen if chosen is not None and chosen.enabled else None)
     received = 0
     rejected: list[str] = []
     first_starts: dict[str, int] = {}

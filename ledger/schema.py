@@ -284,6 +284,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (5, "1-hour cache-write price term", add_term_columns("cache_write_1h")),
     (6, "invalid usage flag", _v6_invalid_usage),
     (7, "one charge per billed call", _V7_CALL_COPIES),
+    (9, "span links", "ALTER TABLE spans ADD COLUMN links JSON DEFAULT '[]'"),
 ]
 
 

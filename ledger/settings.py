@@ -1,22 +1,30 @@
 """Every ``TURNLEDGER_*`` environment variable, in one place.
 
-| variable             | default                | meaning                                                   |
-|----------------------|------------------------|-----------------------------------------------------------|
-| TURNLEDGER_DB        | ./turnledger.duckdb    | the ledger file (``--db`` overrides)                      |
-| TURNLEDGER_PRICES    | (none)                 | a price override TOML layered on the shipped defaults     |
-| TURNLEDGER_SERVER    | (none)                 | URL of a running ``turnledger serve``; the CLI and        |
-|                      |                        | dashboard read through it instead of opening the file     |
-| TURNLEDGER_TOKEN     | (none)                 | bearer token the server requires for ingest and queries   |
-| TURNLEDGER_CAPTURE   | redacted               | request capture in the harness: off, redacted or full     |
-| TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS | off (``up``: on) | budget webhooks may target private and loopback |
-|                      |                        | addresses (link-local and cloud metadata: never)          |
-| TURNLEDGER_DASHBOARD_PASSWORD | (none)        | the dashboard's shared login password; required (or OIDC) |
-|                      |                        | when it listens on a non-loopback address                 |
+| variable                   | default             | meaning                                                  |
+|----------------------------|---------------------|----------------------------------------------------------|
+| TURNLEDGER_DB              | ./turnledger.duckdb | the ledger file (``--db`` overrides)                     |
+| TURNLEDGER_PRICES          | (none)              | a price override TOML layered on the shipped defaults    |
+| TURNLEDGER_SERVER          | (none)              | URL of a running ``turnledger serve``; the CLI and       |
+|                            |                     | dashboard read through it instead of opening the file    |
+| TURNLEDGER_TOKEN           | (none)              | bearer token the server requires for ingest and queries  |
+| TURNLEDGER_CAPTURE         | redacted            | request capture in the harness: off, redacted or full    |
+| TURNLEDGER_REDACT          | on                  | redaction of every stored string at ingest: on, or off   |
+|                            |                     | (a trusted lab: spans are stored as received)            |
+| TURNLEDGER_REDACT_KEYS     | (none)              | more secret key names, comma-separated: a key whose      |
+|                            |                     | words contain one is redacted whatever its value         |
+| TURNLEDGER_REDACT_PATTERNS | (none)              | more value patterns, a JSON object ``{"kind": "regex"}``;|
+|                            |                     | each match becomes ``[REDACTED:kind]``                   |
+| TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS | off (``up``: on) | budget webhooks may target private and loopback    |
+|                            |                     | addresses (link-local and cloud metadata: never)         |
+| TURNLEDGER_DASHBOARD_PASSWORD | (none)           | the dashboard's shared login password; required (or OIDC)|
+|                            |                     | when it listens on a non-loopback address                |
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 __all__ = [
@@ -25,12 +33,14 @@ __all__ = [
     "dashboard_password",
     "db_path",
     "prices_file",
+    "redaction_settings",
     "server_url",
     "token",
 ]
 
 DEFAULT_DB = "turnledger.duckdb"
 CAPTURE_MODES = ("off", "redacted", "full")
+REDACT_MODES = ("on", "off")
 
 
 def _env(name: str) -> str | None:
@@ -60,6 +70,29 @@ def capture_mode() -> str:
     if mode not in CAPTURE_MODES:
         raise ValueError(f"TURNLEDGER_CAPTURE={mode!r}: choose one of {', '.join(CAPTURE_MODES)}")
     return mode
+
+
+def redaction_settings() -> tuple[bool, list[str], dict[str, str]]:
+    """(redaction on?, extra secret key names, extra ``{kind: regex}`` patterns), checked."""
+    mode = (_env("TURNLEDGER_REDACT") or "on").lower()
+    if mode not in REDACT_MODES:
+        raise ValueError(f"TURNLEDGER_REDACT={mode!r}: choose one of {', '.join(REDACT_MODES)}")
+    keys = [k.strip() for k in (_env("TURNLEDGER_REDACT_KEYS") or "").split(",") if k.strip()]
+    raw = _env("TURNLEDGER_REDACT_PATTERNS")
+    patterns: dict[str, str] = {}
+    if raw:
+        try:
+            patterns = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"TURNLEDGER_REDACT_PATTERNS is not JSON: {exc}") from None
+        if not isinstance(patterns, dict) or not all(isinstance(v, str) for v in patterns.values()):
+            raise ValueError('TURNLEDGER_REDACT_PATTERNS must be a JSON object {"kind": "regex", ...}')
+        for kind, pattern in patterns.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"TURNLEDGER_REDACT_PATTERNS[{kind!r}] = {pattern!r}: {exc}") from None
+    return mode == "on", keys, patterns
 
 
 # --- exposure: webhook targets and the dashboard's login ------------------------------------

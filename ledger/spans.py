@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SpanEvent", "SpanRecord"]
+__all__ = ["SpanEvent", "SpanLink", "SpanRecord"]
 
 Attributes = dict[str, Any]
 
@@ -20,6 +20,15 @@ Attributes = dict[str, Any]
 class SpanEvent:
     name: str
     time_ns: int
+    attributes: Attributes = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SpanLink:
+    """A link to another span (a batch's trigger, a hand-off across traces)."""
+
+    trace_id: str
+    span_id: str
     attributes: Attributes = field(default_factory=dict)
 
 
@@ -44,6 +53,7 @@ class SpanRecord:
     # Why this span cannot be stored, when its decoder already knows (a field of the
     # wrong type, nesting past the limits): ingest rejects it on its own, naming it.
     problem: str = ""
+    links: tuple[SpanLink, ...] = ()
 
     def attr(self, key: str, default: Any = None) -> Any:
         """A span attribute, falling back to the resource (where tenant/service often live)."""

@@ -121,6 +121,7 @@ def _later_terms() -> tuple[Column, ...]:
 
 # Columns later migrations appended (after the terms' columns of migration 5), in migration order.
 _APPENDED = {
+    "spans": _columns("links JSON"),  # 9: the span's links, their attributes redacted
     "charges": _columns("invalid_usage BOOLEAN"),  # 6: usage that could not be taken as reported
     "runs": _columns("invalid_usage_calls INTEGER"),  # 6
 }
@@ -172,7 +173,7 @@ def _declare(name: str) -> tuple[Column, ...]:
         models = Column("models", "VARCHAR")
         return (*_RUNS_HEAD, *_v1_tokens(), *_v1_usd(), usd_total, models, *_later_terms(), *_APPENDED["runs"])
     fixed = {
-        "spans": _SPANS,
+        "spans": (*_SPANS, *_APPENDED["spans"]),
         "guard_events": _GUARD_EVENTS,
         "content_blocks": _CONTENT_BLOCKS,
         "message_chain": _MESSAGE_CHAIN,

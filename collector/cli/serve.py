@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from collector.receiver.defaults import DEFAULT_GRPC_PORT, DEFAULT_HOST, DEFAULT_PORT, MiB
 from ledger.errors import MalformedInput, TurnledgerError
 from ledger.exposure import dashboard_login, is_loopback, oidc_configured
-from ledger.settings import ALLOW_PRIVATE_WEBHOOKS, dashboard_password, db_path, prices_file, token
+from ledger.settings import ALLOW_PRIVATE_WEBHOOKS, dashboard_password, db_path, prices_file, redaction_settings, token
 
 from .dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, stop_process
 from .ingest import expand_paths
@@ -88,6 +88,14 @@ def add_serve(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
     _allow_private_webhooks(p)
+    p.add_argument(
+        "--redact",
+        choices=("on", "off"),
+        default=None,
+        help="redact every stored string: secrets and personal data become [REDACTED:kind] markers "
+        "(default: $TURNLEDGER_REDACT or on; off stores spans as received, for a trusted lab; "
+        "extra key names and patterns: $TURNLEDGER_REDACT_KEYS, $TURNLEDGER_REDACT_PATTERNS)",
+    )
     p.epilog = (
         "Set TURNLEDGER_TOKEN to require `Authorization: Bearer <token>` on ingest (gRPC: the `authorization` "
         "metadata), queries and budget routes. "
@@ -151,13 +159,13 @@ def _config(a: argparse.Namespace) -> ServerConfig:
     try:
         prices = PriceBook.default(a.prices or prices_file())
     except OSError as exc:
-        from collector.receiver.grpc_receiver import GrpcBindError
-
-        if isinstance(exc, GrpcBindError):
-            raise TurnledgerError(
-                f"{exc}. Is another collector running? Choose another --grpc-port, or --no-grpc."
-            ) from None
         raise TurnledgerError(f"cannot read price file: {exc}") from None
+    if a.redact is not None:  # the flag wins; the decoder processes read it from the environment they inherit
+        os.environ["TURNLEDGER_REDACT"] = a.redact
+    try:
+        redact = redaction_settings()[0]  # checked here, before any decoder process starts
+    except ValueError as exc:
+        raise TurnledgerError(str(exc)) from None
     return ServerConfig(
         host=a.host,
         port=a.port,
@@ -168,6 +176,7 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         max_decoded_bytes=max(int(a.max_body_mb * MiB), 64 * MiB),
         max_queued_spans=a.queue_spans,
         decode_workers=a.decode_workers,
+        redact_content=redact,
         prices=prices,
     )
 
@@ -196,6 +205,12 @@ def _start(config: ServerConfig, sweep_interval: float, webhooks: TargetPolicy) 
     try:
         server = build_server(config, sweep_interval=sweep_interval, webhooks=webhooks)
     except OSError as exc:
+        from collector.receiver.grpc_receiver import GrpcBindError
+
+        if isinstance(exc, GrpcBindError):
+            raise TurnledgerError(
+                f"{exc}. Is another collector running? Choose another --grpc-port, or --no-grpc."
+            ) from None
         raise TurnledgerError(
             f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}. "
             "Is another collector running? Choose another --port."

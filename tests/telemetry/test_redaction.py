@@ -18,6 +18,7 @@ import pytest
 from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.harness import Runtime, Tool, run_agent
 from ledger import conventions as c
+from ledger.redact import REDACTED
 from tests.telemetry.helpers import Traced, by_name
 
 API_KEY = "sk-ant-api03-Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1Jk0Lz"
@@ -96,7 +97,7 @@ def test_secrets_never_reach_the_database(traced: Callable[..., Traced]) -> None
     body = chat.attributes[c.REQUEST_BODY]
     assert "[REDACTED:card]" in body and "[REDACTED:email]" in body and "[REDACTED:key]" in body
     tool = by_name(t.spans(), "execute_tool")[0]
-    assert '"api_key": "[REDACTED]"' in tool.attributes[c.TOOL_CALL_ARGUMENTS]
+    assert f'"api_key": "{REDACTED}"' in tool.attributes[c.TOOL_CALL_ARGUMENTS]
     assert "[REDACTED:card]" in tool.attributes[c.TOOL_CALL_RESULT]
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM contexts").fetchone() == (2,)

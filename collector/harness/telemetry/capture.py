@@ -5,8 +5,9 @@ Three things carry content: the exact request payload of each model-call attempt
 through :class:`Capture`, whose mode comes from ``TURNLEDGER_CAPTURE``
 (``ledger.settings.capture_mode``):
 
-* ``redacted`` (default): keys, tokens, emails and card numbers are replaced
-  (``ledger.redact``, by field name and by pattern) before anything reaches a span;
+* ``redacted`` (default): secrets and personal data are replaced by typed markers
+  (``ledger.redact``, the policy ingest applies: by field name and by pattern)
+  before anything reaches a span;
 * ``full``: content as is (a deliberate choice, for a developer's own machine);
 * ``off``: no content at all: no request payload, no tool arguments or results,
   only their sizes and flags (a soft failure is still flagged).
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ledger.redact import REDACTED, SECRET_FIELDS, redact, redact_text
+from ledger.redact import REDACTED, explicit_policy, redact, redact_text
 from ledger.settings import CAPTURE_MODES, capture_mode
 
 __all__ = ["DEFAULT_MAX_CHARS", "Capture", "truncate"]
@@ -52,12 +53,6 @@ class _Previous:
 def _dumps(value: Any) -> str:
     # Same form as the content store: key order kept, compact, non-ASCII as is.
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-@lru_cache(maxsize=2_048)
-def _redacted_block(raw: str) -> str:
-    """One block's JSON text, redacted. Cached: the history is re-sent every turn."""
-    return _dumps(redact(json.loads(raw)))
 
 
 @lru_cache(maxsize=256)
@@ -129,7 +124,7 @@ class Capture:
             elif (
                 self.mode == "redacted"
                 and isinstance(name, str)
-                and name.lower() in SECRET_FIELDS
+                and explicit_policy().is_secret_key(name)
                 and value not in (None, "")
             ):
                 text = _dumps(REDACTED)
@@ -159,7 +154,8 @@ class Capture:
 
     def _block(self, value: Any) -> str:
         text = _dumps(value)
-        return _redacted_block(text) if self.mode == "redacted" else text
+        # The policy's block cache: the history is re-sent every turn.
+        return explicit_policy().block(text) if self.mode == "redacted" else text
 
     def tool_arguments(self, args: Mapping[str, Any]) -> str | None:
         """Arguments as JSON (keys sorted, so the same call always reads the same), or None."""

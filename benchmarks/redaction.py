@@ -1,0 +1,180 @@
+"""What redaction costs: per KB of text, per span at ingest, and against the libraries it could use.
+
+* **per KB**: ``Redactor.text`` over ordinary code and prose (the 440 KB corpus of
+  ``tests/redaction_corpus.py``, in 2 KB pieces, the size of a message) and over the
+  same pieces with the corpus's secrets mixed in, µs per KB;
+* **per span**: ``ledger.rows.prepare`` of the ingest benchmark's agent spans
+  (``benchmarks/agent_workload.py``), without and with captured content, with the
+  policy on and with ``redact_content=False``; the difference is what redaction adds;
+* **libraries**: phone numbers found by libphonenumber's own matcher over the whole
+  text against ours (a cheap candidate scan, then ``phonenumbers`` validates each);
+  and, when ``--detect-secrets PATH`` names where ``detect-secrets`` is installed
+  (``pip install --target PATH detect-secrets``), its line scanner: recall on the
+  corpus's secrets, findings on the ordinary text, µs per KB.
+
+Settings alternate round by round; medians are printed with their ranges.
+Usage: ``python benchmarks/redaction.py [--rounds N] [--spans N] [--detect-secrets PATH]``.
+The end-to-end comparison with an older tree is ``benchmarks/ingest_throughput.py --baseline TREE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import phonenumbers  # noqa: E402
+
+from benchmarks.agent_workload import workload  # noqa: E402
+from ledger.redact import Redactor  # noqa: E402
+from ledger.redact.detectors import DETECTORS, TextView  # noqa: E402
+from ledger.rows import default_prices, prepare  # noqa: E402
+from tests.redaction_corpus import SECRETS, ordinary_text  # noqa: E402
+
+PIECE = 2048
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + PIECE] for i in range(0, len(text), PIECE)]
+
+
+def _with_secrets(pieces: list[str]) -> list[str]:
+    """Every piece with one corpus secret written into its middle."""
+    out = []
+    for i, p in enumerate(pieces):
+        secret = SECRETS[i % len(SECRETS)].text
+        out.append(f"{p[: PIECE // 2]} {secret} {p[PIECE // 2 :]}")
+    return out
+
+
+def _spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):9.1f}  (range {min(values):.1f}–{max(values):.1f})"
+
+
+def _rounds(settings: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Each setting once per round, in turn, so load changes hit them alike."""
+    out: dict[str, list[float]] = {name: [] for name in settings}
+    for _ in range(rounds):
+        for name, measure in settings.items():
+            out[name].append(measure())
+    return out
+
+
+def _us_per_kb(texts: list[str], fn: Callable[[str], object]) -> float:
+    size_kb = sum(map(len, texts)) / 1024
+    start = time.perf_counter()
+    for t in texts:
+        fn(t)
+    return (time.perf_counter() - start) * 1e6 / size_kb
+
+
+def per_kb(rounds: int) -> None:
+    ordinary = _pieces(ordinary_text())
+    secrets = _with_secrets(ordinary)
+    print(f"\n## Redactor.text, µs per KB ({len(ordinary)} pieces of {PIECE} chars)")
+    results = _rounds(
+        {
+            "ordinary code and prose": lambda: _us_per_kb(ordinary, Redactor().text),
+            "same, a secret in every piece": lambda: _us_per_kb(secrets, Redactor().text),
+        },
+        rounds,
+    )
+    for name, values in results.items():
+        print(f"  {name:40s} {_spread(values)}")
+    print("  by detector (ordinary text, its pre-check included):")
+    policy = Redactor()
+    for d in policy.detectors:
+        cost = _us_per_kb(ordinary, lambda t, d=d: d.apply(t) if d.wanted(TextView(t)) else t)
+        print(f"    {d.kind:16s} {cost:7.1f}")
+
+
+def per_span(rounds: int, n_spans: int) -> None:
+    prices = default_prices()
+    print(f"\n## ledger.rows.prepare, µs per span ({n_spans:,} spans of agent runs)")
+    for content in (False, True):
+        spans, _ = workload(n_spans, content, seed=3)
+
+        def timed(redact: bool, spans=spans) -> float:
+            start = time.perf_counter()
+            prepare(spans, prices, redact_content=redact, policy=Redactor() if redact else None)
+            return (time.perf_counter() - start) * 1e6 / len(spans)
+
+        results = _rounds({"redacted": lambda: timed(True), "not redacted": lambda: timed(False)}, rounds)
+        label = "with content" if content else "without content"
+        mid = {k: statistics.median(v) for k, v in results.items()}
+        for name, values in results.items():
+            print(f"  {label:16s} {name:14s} {_spread(values)}")
+        print(f"  {label:16s} redaction adds {mid['redacted'] - mid['not redacted']:.1f} µs/span "
+              f"(x{mid['redacted'] / mid['not redacted']:.3f})")  # fmt: skip
+
+
+def phones(rounds: int) -> None:
+    pieces = _pieces(ordinary_text())
+    with_phones = [f"{p} call {SECRETS[i % len(SECRETS)].text}" for i, p in enumerate(pieces) if i % 3 == 0]
+    ours = next(d for d in DETECTORS if d.kind == "phone")
+    assert ours.find is not None
+
+    def matcher(text: str) -> list[object]:
+        return list(phonenumbers.PhoneNumberMatcher(text, "US", leniency=phonenumbers.Leniency.VALID))
+
+    print("\n## phone numbers: libphonenumber's matcher vs candidates + phonenumbers.is_valid_number")
+    results = _rounds(
+        {"PhoneNumberMatcher": lambda: _us_per_kb(pieces, matcher), "ours": lambda: _us_per_kb(pieces, ours.find)},
+        rounds,
+    )
+    for name, values in results.items():
+        print(f"  {name:20s} µs/KB {_spread(values)}")
+    found = {"PhoneNumberMatcher": sum(len(matcher(t)) for t in with_phones)}
+    found["ours"] = sum(len(ours.find(t)) for t in with_phones)
+    print(f"  found in {len(with_phones)} pieces with a secret appended (phones among them): {found}")
+
+
+def detect_secrets(path: Path) -> None:
+    sys.path.insert(0, str(path))
+    from detect_secrets.core.scan import scan_line
+    from detect_secrets.settings import default_settings
+
+    lines = ordinary_text().splitlines()
+    with default_settings():
+        found = {s.kind: 0 for s in SECRETS}
+        totals = dict.fromkeys(found, 0)
+        for s in SECRETS:
+            totals[s.kind] += 1
+            found[s.kind] += any(True for _ in scan_line(s.text))
+        sample = lines[:3000]
+        start = time.perf_counter()
+        flagged = sum(1 for line in sample if any(True for _ in scan_line(line)))
+        cost = (time.perf_counter() - start) * 1e6 / (sum(map(len, sample)) / 1024)
+    ours = Redactor()
+    ours_flagged = sum(1 for line in sample if ours.text(line) != line)
+    print("\n## detect-secrets 1.5 line scanner (default plugins)")
+    print("  corpus secrets found, by kind: " + ", ".join(f"{k} {found[k]}/{totals[k]}" for k in totals))
+    print(f"  ordinary lines flagged: {flagged} of {len(sample)} (ours: {ours_flagged}); {cost:,.0f} µs/KB")
+    print("  (it reports lines, not spans: what to replace inside a line is not given)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison (default 3)")
+    ap.add_argument("--spans", type=int, default=8_000, help="spans per prepare() workload (default 8000)")
+    ap.add_argument(
+        "--detect-secrets", type=Path, default=None, metavar="PATH", help="where detect-secrets is installed"
+    )
+    a = ap.parse_args()
+    print(f"# redaction cost  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
+    per_kb(a.rounds)
+    per_span(a.rounds, a.spans)
+    phones(a.rounds)
+    if a.detect_secrets is not None:
+        detect_secrets(a.detect_secrets)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Which attribute and field names hold a secret, whatever their value looks like.
+
+A name is split into lowercase words (on dots, dashes, underscores, spaces and
+camelCase): ``http.request.header.authorization``, ``OPENAI_API_KEY`` and
+``awsSecretAccessKey`` all match. Only the last dotted segment is read, so
+``llm.token_count.prompt`` (a number the ledger needs) is not taken for a token;
+a segment that measures something (``max_tokens``, ``token_count``,
+``secret_length``) is a number about a secret, never the secret itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+__all__ = ["SECRET_KEY_WORDS", "KeyRule"]
+
+# A segment holds a secret when its joined words contain one of these...
+SECRET_KEY_WORDS = (
+    "password", "passwd", "passphrase", "secret", "apikey", "authorization", "cookie", "credential",
+    "privatekey", "accesskey", "accountkey", "subscriptionkey", "sessionid",
+)  # fmt: skip
+# ...or one of its words is one of these short ones (too short to match inside other words)...
+_EXACT_WORDS = frozenset({"pwd", "ssn", "cvv", "cvc", "pin", "otp", "auth", "sig"})
+# ...or is, or ends with, "token" (accesstoken, x-auth-token; not "tokens").
+_TOKEN = "token"
+# Words that make the segment a measure or a kind, not a secret: token counts are what we bill.
+_MEASURE_WORDS = frozenset(
+    {"count", "counts", "length", "len", "size", "limit", "limits", "max", "min", "total", "num", "number",
+     "type", "kind", "expires", "expiry", "ttl", "usage", "budget", "estimate", "present", "name"}
+)  # fmt: skip
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+class KeyRule:
+    """Decides, once per distinct name (cached), whether a name holds a secret."""
+
+    def __init__(self, extra_words: Iterable[str] = ()) -> None:
+        self.words = tuple(dict.fromkeys((*SECRET_KEY_WORDS, *(_joined(w) for w in extra_words if w.strip()))))
+        self.is_secret = lru_cache(maxsize=16_384)(self._is_secret)
+
+    def _is_secret(self, key: object) -> bool:
+        if not isinstance(key, str):  # a JSON value's keys are strings; a Python caller's may not be
+            return False
+        segment = key.rsplit(".", 1)[-1]
+        words = [w.lower() for w in _WORD.findall(segment)]
+        if not words or _MEASURE_WORDS.intersection(words):
+            return False
+        joined = "".join(words)
+        return any(w in joined for w in self.words) or any(w.endswith(_TOKEN) or w in _EXACT_WORDS for w in words)
+
+
+def _joined(word: str) -> str:
+    return "".join(w.lower() for w in _WORD.findall(word))

@@ -1,0 +1,225 @@
+"""The one redaction policy every stored string passes: by key name, then by value pattern.
+
+``Redactor.value`` walks a JSON-like value: under a secret-named key
+(``ledger.redact.keys``) the whole value becomes ``[REDACTED:secret]``; every
+other string is searched by the detectors (``ledger.redact.detectors``) and by
+``key=value`` secrets written in free text (the same key rule decides which keys
+count). Literal JSON escapes (``\\u0040``, ``\\/``) are decoded before matching.
+Numbers, booleans and the strings that match nothing come back as the very same
+objects, so a caller can tell cheaply that nothing changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from .detectors import DETECTORS, MIN_AWS_SECRET, MIN_NUMBER_DIGITS, MIN_WORD, Detector, TextView, marker
+from .keys import KeyRule
+
+__all__ = ["REDACTED", "Redactor"]
+
+REDACTED = marker("secret")  # what a value under a secret-named key becomes
+
+_KEY_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)[\"']?[ \t]*[:=](?![=/])[ \t]*"
+    # The value in a lookahead: it may hold the next pair (note: password=x), which is matched on its own.
+    r"(?=(?P<s>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'"
+    r"|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"'`,;&<>()\[\]{}]{1,512}))"
+)
+_NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "''", '""'})
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"]))")
+_ESCAPE_LAYERS = 4  # JSON inside JSON inside ...: each layer doubles the backslashes
+_GATED_CHARS = 256  # texts up to this long are first searched for any detector's needle at once
+_CACHED_CHARS = 512
+_GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
+_CACHE_ENTRIES = 65_536
+
+
+def _decoded(text: str) -> str:
+    """``text`` with JSON escapes decoded, layer after layer (the same object if it has none)."""
+    decoded = text
+    for _ in range(_ESCAPE_LAYERS):
+        if (layer := _ESCAPE.sub(_unescape, decoded)) == decoded:
+            break
+        decoded = layer
+    return text if decoded == text else decoded
+
+
+def _unescape(m: re.Match[str]) -> str:
+    code = m.group(1)
+    return m.group(2) if code is None else chr(int(code, 16))
+
+
+class Redactor:
+    """A redaction policy. ``extra_keys``: more secret key-name words; ``extra_patterns``:
+    ``{kind: regex}``, each match replaced by ``[REDACTED:kind]``; ``enabled=False``
+    (a trusted lab) stores everything as received."""
+
+    def __init__(
+        self, extra_keys: Iterable[str] = (), extra_patterns: Mapping[str, str] | None = None, *, enabled: bool = True
+    ) -> None:
+        self.enabled = enabled
+        self.keys = KeyRule(extra_keys)
+        extra = tuple(Detector(kind, re.compile(p)) for kind, p in (extra_patterns or {}).items())
+        self.detectors = (
+            tuple(dataclasses.replace(d, find=self._key_values) if d.kind == "secret" else d for d in DETECTORS) + extra
+        )
+
+        # Detectors are tried in groups that share a cheap gate, so most strings are spared a
+        # Python call per detector: the short ones hold no needle of any detector of a group.
+        def needles_of(group: str, lower: bool) -> re.Pattern[str]:
+            found = {n.lower() if lower else n for d in self.detectors if d.group == group for n in d.needles}
+            return re.compile("|".join(map(re.escape, sorted(found, key=len, reverse=True))))
+
+        self._text_needles = needles_of("text", True)
+        self._word_needles = needles_of("word", False)
+        self._plan = tuple((d, d.group) for d in self.detectors)
+        self._ungrouped = tuple(d for d in self.detectors if not d.group)
+        self._texts: dict[str, str] = {}
+        self.block = lru_cache(maxsize=16_384)(self._block)
+
+    def is_secret_key(self, key: str) -> bool:
+        return self.keys.is_secret(key)
+
+    # --- strings ---------------------------------------------------------------------------------
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced by its marker (the same object if none was found)."""
+        if not self.enabled or not text:
+            return text
+        if len(text) > _CACHED_CHARS:
+            return self._text(text)
+        done = self._texts.get(text, text)  # a miss and "nothing to redact" both give the text itself
+        if done is text and text not in self._texts:
+            if len(self._texts) >= _CACHE_ENTRIES:
+                self._texts.clear()
+            done = self._text(text)
+            # Only changes are remembered by value; "unchanged" is remembered as the empty string,
+            # so a hit hands back the caller's own object and ``is`` tells it nothing changed.
+            self._texts[text] = "" if done is text else done
+        return done or text
+
+    def _text(self, text: str) -> str:
+        redacted = self._scan(text)
+        if "\\" not in text:
+            return redacted
+        # An escape must not hide what it spells: read the text decoded too. The redacted text
+        # keeps its escapes unless its decoded form still holds a secret (only one an escape hid).
+        decoded = _decoded(redacted)
+        if decoded is redacted:
+            return redacted
+        again = self._scan(decoded)
+        return redacted if again is decoded else again
+
+    def _scan(self, text: str) -> str:
+        original, view = text, TextView(text)
+        gates = {group: self._gate(group, view) for group in _GROUPS}
+        if not any(gates.values()) and not any(d.wanted(view) for d in self._ungrouped):
+            return text  # the common case, decided without a call per detector
+        for detector, group in self._plan:
+            if group:
+                passed = gates.get(group)
+                if passed is None:
+                    passed = gates[group] = self._gate(group, view)
+                if not passed:
+                    continue
+            if detector.wanted(view):
+                found = detector.apply(text)
+                if found != text:
+                    text, view = found, TextView(found)
+                    gates.clear()
+        return original if text == original else text
+
+    def _gate(self, group: str, view: TextView) -> bool:
+        """Whether any detector of the group may find something (False spares them all)."""
+        short = len(view.text) <= _GATED_CHARS  # searched whole; a long text by its parts
+        if group == "text":  # a long text nearly always holds some needle: no gate there
+            return not short or self._text_needles.search(view.low) is not None
+        if group == "word":
+            words = view.text if short else view.long_words(MIN_WORD)
+            return self._word_needles.search(words) is not None or bool(view.long_words(MIN_AWS_SECRET))
+        return (short or view.digits >= MIN_NUMBER_DIGITS) and view.numberish  # "number"
+
+    def _key_values(self, text: str) -> list[tuple[int, int]]:
+        """Values of ``key=value`` / ``"key": "value"`` pairs whose key is secret-named."""
+        spans = []
+        for m in _KEY_VALUE.finditer(text):
+            value = m.group("s")
+            if (
+                value.lower() in _NOT_A_SECRET
+                or "[REDACTED:" in value
+                or not self.keys.is_secret(m.group("key"))
+                or text.startswith("(", m.end("s"))  # code: the value is a call (token = next_token())
+                or (value.isidentifier() and self.keys.is_secret(value))  # code: cache_token = current_token
+            ):
+                continue
+            start, end = m.span("s")
+            if value[0] in "\"'":
+                start, end = start + 1, end - 1
+            spans.append((start, end))
+        return spans
+
+    # --- JSON-like values ------------------------------------------------------------------------
+    def value(self, value: Any) -> Any:
+        """A redacted copy of a JSON-like value (the same object when nothing is redacted)."""
+        if not self.enabled:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return self.attributes(value)
+        if isinstance(value, (list, tuple)):
+            items = [self.value(v) for v in value]
+            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        return value
+
+    def attributes(self, attrs: dict[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
+        """``attrs`` redacted by key and value; the keys in ``keep`` left as they are."""
+        if not self.enabled:
+            return attrs
+        out: dict[str, Any] | None = None
+        secret, text, seen = self.keys.is_secret, self.text, self._texts
+        for key, value in attrs.items():
+            if keep and key in keep:
+                continue
+            kind = type(value)  # exact types first: this loop runs for every attribute of every span
+            if kind is str:
+                if secret(key) and value:
+                    new = REDACTED
+                else:
+                    done = seen.get(value)  # the text cache read here: a call less per attribute
+                    new = value if done == "" else done if done is not None else text(value)
+            elif kind is bool or value is None:
+                continue
+            elif kind is int or kind is float:
+                if not secret(key):
+                    continue
+                new = REDACTED
+            else:
+                new = REDACTED if secret(key) else self.value(value)
+            if new is not value:
+                if out is None:
+                    out = dict(attrs)
+                out[key] = new
+        return attrs if out is None else out
+
+    def _block(self, raw: str) -> str:
+        """One JSON text redacted (the content store's blocks; cached, since every turn
+        re-sends the history and redacting it again would make ingest quadratic in turns)."""
+        try:
+            value = orjson.loads(raw)  # ~2x the stdlib's speed
+        except orjson.JSONDecodeError:  # what only the stdlib writes and reads (integers past 64 bits)
+            value = json.loads(raw)
+        redacted = self.value(value)
+        if redacted is value:
+            return raw
+        try:
+            return orjson.dumps(redacted).decode()
+        except (orjson.JSONEncodeError, TypeError):  # integers past 64 bits
+            return json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,183 @@
+"""The redaction corpus: secrets and personal data of every kind the policy covers, and ordinary text.
+
+``SECRETS``: what is sent (``text``, with the context a secret is written in: a header,
+``key=value``, a connection string) and what must never be stored (``needles``: the
+secret itself, and for numbers written with separators their bare digits too). All are
+made up; checksummed ones (cards, IBANs) are the networks' and banks' published test
+numbers or pass their checksum. ``ORDINARY``: 440 KB of code and prose with no secret
+(CPython modules under the PSF License, turnledger's own docs), which the policy must
+leave at least 99% intact. Shared by ``tests/server/test_redaction_corpus.py`` and
+``benchmarks/redaction.py``.
+"""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+__all__ = ["ORDINARY_FILE", "SECRETS", "Secret", "ordinary_text"]
+
+ORDINARY_FILE = Path(__file__).parent / "data" / "ordinary_text.txt.gz"
+
+
+@dataclass(frozen=True)
+class Secret:
+    kind: str
+    text: str  # as sent
+    needles: tuple[str, ...]  # none of these may be stored
+
+
+def _s(kind: str, text: str, *needles: str) -> Secret:
+    return Secret(kind, text, needles or (text,))
+
+
+def _digits(text: str) -> str:
+    return "".join(ch for ch in text if ch.isdigit())
+
+
+def _number(kind: str, text: str) -> Secret:
+    return Secret(kind, text, (text, _digits(text)))
+
+
+_AZURE_ACCOUNT_KEY = "Ab3+Cd5/Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7Ab3Cd5E=="
+_PEM_RSA_LINE = "MIIEowIBAAKCAQEA7ZqQm3v9Lk2Xw8Yt5Rp1Nc4Hb6Jd0Fg3Ae8Tu2Wx4Yz6Vb9Nm1Qr3St5Uv7"
+_PEM_SSH_LINE = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
+_PEM_EC_LINE = "MHcCAQEEIBv4Zq7Lm2Np5Rt8Wx1Yc4Hd6Jf0Kg3Ms9Qu2Vw5Xz8OAoGCCqGSM49AwEHoUQDQgAE"
+
+SECRETS: tuple[Secret, ...] = (
+    # provider API keys
+    _s("key", "sk-ant-api03-Qm7Zp2Xw9Lk4Rt8Yv1Bn6Hc3Jd5Fg0Ae-_Tu2Wx4Yz"),
+    _s("key", "sk-ant-admin01-Hj4Kl6Mn8Pq0Rs2Tu4Vw6Xy8Za0Bc2De"),
+    _s("key", "sk-proj-Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7"),
+    _s("key", "sk-svcacct-Zy9Xw7Vu5Ts3Rq1Po9Nm7Lk5Ji3Hg1"),
+    _s("key", "sk-1234567890abcdefABCDEF1234567890abcdef12"),
+    _s("key", "AIzaSyD4rT6yU8iO0pA2sD4fG6hJ8kL0zX2cV4b"),
+    _s("key", "ya29.a0AfH6SMBx3Ld9Qw2Er5Ty8Ui1Op4As7Df0Gh"),
+    _s("key", "GOCSPX-Lm3Nb5Vc7Xz9As1Df3Gh5Jk7"),
+    _s(
+        "key",
+        f"DefaultEndpointsProtocol=https;AccountName=acmeprod;AccountKey={_AZURE_ACCOUNT_KEY};EndpointSuffix=core.windows.net",
+        _AZURE_ACCOUNT_KEY,
+    ),
+    _s("key", "api-key: 3f9a0c1b2d4e5f60718293a4b5c6d7e8", "3f9a0c1b2d4e5f60718293a4b5c6d7e8"),  # Azure OpenAI
+    _s(
+        "key",
+        "https://acme.blob.core.windows.net/c/f.txt?sv=2022-11-02&sig=Xy7%2BAb3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr%3D",
+        "Xy7%2BAb3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr%3D",
+    ),
+    # AWS
+    _s("key", "AKIAIOSFODNN7EXAMPLE"),
+    _s("key", "ASIAY34FZKBOKMUTVV7A"),
+    _s(
+        "key",
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ),
+    _s("key", "Lq8+Zr3/Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5R"),
+    _s(
+        "key",
+        'AWS_SECRET_ACCESS_KEY="Hk2/Mn4+Pq6Rs8Tu0Vw2Xy4Za6Bc8De0Fg2Hi4Jk"',
+        "Hk2/Mn4+Pq6Rs8Tu0Vw2Xy4Za6Bc8De0Fg2Hi4Jk",
+    ),
+    # GitHub, every prefix
+    _s("token", "ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1eF3hJ5"),
+    _s("token", "gho_Zy8Xw6Vu4Ts2Rq0Po8Nm6Lk4Ji2Hg0Fe8Dc6"),
+    _s("token", "ghu_Mn4Bv6Cx8Zl0Kj2Hg4Fd6Sa8Qw0Er2Ty4Ui6"),
+    _s("token", "ghs_Pq7Rs9Tu1Vw3Xy5Za7Bc9De1Fg3Hi5Jk7Lm9"),
+    _s("token", "ghr_Wx2Yz4Ab6Cd8Ef0Gh2Ij4Kl6Mn8Op0Qr2St4"),
+    _s("token", "github_pat_11ABCDEFG0aBcDeFgHiJkLmN_oPqRsTuVwXyZ0123456789abcdefghijKLMNOP"),
+    # Slack, every prefix, and a webhook
+    _s("token", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"),
+    _s("token", "xoxp-234567890123-2345678901234-BcDeFgHiJkLmNoPqRsTuVwXy"),
+    _s("token", "xoxa-2-345678901234-3456789012345-CdEfGhIjKlMn"),
+    _s("token", "xoxr-456789012345-DeFgHiJkLmNoPqRs"),
+    _s("token", "xoxs-567890123456-EfGhIjKlMnOpQrSt"),
+    _s("token", "xapp-1-A0123456789-1234567890123-abcdef0123456789abcdef"),
+    _s("webhook", "https://hooks.slack.com/services/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"),
+    # Stripe
+    _s("key", "sk_live_51HqLyjWDarjtT1zdp7dcXbDfK3Lm9Np"),
+    _s("key", "rk_live_62IrMzkXEbskuU2aeq8edYcEgL4Mn0Oq"),
+    _s("key", "sk_test_73JsNalYFctlvV3bfr9feZdFhM5No1Pr"),
+    _s("key", "whsec_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv"),
+    # JWTs
+    _s(
+        "jwt",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+        "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    ),
+    _s("jwt", "eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJhY21lIiwiZXhwIjoxNzkwMDAwMDAwfQ.MEUCIQDx7Zq-Lm2Np5Rt8Wx1Yc4Hd6Jf0"),
+    # bearer and basic credentials, any case
+    _s("token", "Authorization: Bearer Zt7Yq2Wp9Xn4Lm6Kj8Hg", "Zt7Yq2Wp9Xn4Lm6Kj8Hg"),
+    _s("token", "BeArEr mF3kL9pQ2rS7tV1wX5yZ8aB4", "mF3kL9pQ2rS7tV1wX5yZ8aB4"),
+    _s(
+        "token",
+        "curl -H 'authorization: bearer opaque.Token-0123456789' https://api.example.com",
+        "opaque.Token-0123456789",
+    ),
+    _s("credentials", "Authorization: Basic YWxhZGRpbjpvcGVuc2VzYW1l", "YWxhZGRpbjpvcGVuc2VzYW1l"),
+    _s("credentials", "BASIC dXNlcjpQQHNzdzByZCE=", "dXNlcjpQQHNzdzByZCE="),
+    # PEM private keys
+    _s(
+        "private_key",
+        f"-----BEGIN RSA PRIVATE KEY-----\n{_PEM_RSA_LINE}\nKx9Lm2Np5Rt8Wx1Yc4Hd6Jf0Kg3Ms9Qu2Vw5Xz8\n-----END RSA PRIVATE KEY-----",
+        _PEM_RSA_LINE,
+    ),
+    _s(
+        "private_key",
+        f"-----BEGIN OPENSSH PRIVATE KEY-----\n{_PEM_SSH_LINE}\n-----END OPENSSH PRIVATE KEY-----",
+        _PEM_SSH_LINE,
+    ),
+    _s("private_key", f"-----BEGIN EC PRIVATE KEY-----\n{_PEM_EC_LINE}\n-----END EC PRIVATE KEY-----", _PEM_EC_LINE),
+    # credentials in URLs
+    _s("url_credentials", "postgres://admin:Pg-S3cr3t-Pass@db.internal:5432/prod", "Pg-S3cr3t-Pass"),
+    _s("url_credentials", "https://deploy:gh-Deploy-Key-77x@git.example.com/repo.git", "gh-Deploy-Key-77x"),
+    _s("url_credentials", "redis://:R3dis-P4ss-word@cache:6379/0", "R3dis-P4ss-word"),
+    # key=value secrets in free text
+    _s("secret", "password=Tr0ub4dor-3x", "Tr0ub4dor-3x"),
+    _s("secret", "db_password: s3cr3t-DB-pass", "s3cr3t-DB-pass"),
+    _s("secret", '{"client_secret": "cs-8f7e6d5c4b3a"}', "cs-8f7e6d5c4b3a"),
+    _s("secret", "passphrase=correct-horse-battery-staple-42", "correct-horse-battery-staple-42"),
+    _s("secret", "export DATABASE_PASSWORD='Qw3rty!Uiop'", "Qw3rty!Uiop"),
+    _s("secret", "cookie: session=4f9c2e7a1b3d5f7e9a0c2e4f", "4f9c2e7a1b3d5f7e9a0c2e4f"),
+    _s("secret", "x-api-key=ak_live_9f8e7d6c5b4a3210", "ak_live_9f8e7d6c5b4a3210"),
+    _s("secret", "SSN: 536228741", "536228741"),
+    # emails, one JSON-escaped in the text itself
+    _s("email", "dana.scully@example.org"),
+    _s("email", "fox.mulder+xfiles@fbi.example.gov"),
+    _s("email", "walter_skinner@sub.example.co.uk"),
+    _s("email", "JOHN.DOGGETT@EXAMPLE.NET"),
+    _s("email", "monica.reyes\\u0040example.com", "monica.reyes", "monica.reyes\\u0040example.com"),
+    # payment cards (Luhn-valid), any grouping and separators
+    _number("card", "4111 1111 1111 1111"),
+    _number("card", "5500-0000-0000-0004"),
+    _number("card", "3782 822463 10005"),
+    _number("card", "6011000990139424"),
+    _number("card", "4012 8888-8888 1881"),
+    _number("card", "3056 9309 0259 04"),
+    _number("card", "4222.2222.2222.2"),
+    # IBANs (ISO 7064 mod 97 valid)
+    Secret("iban", "DE89 3704 0044 0532 0130 00", ("DE89 3704 0044 0532 0130 00", "DE89370400440532013000")),
+    _s("iban", "GB82WEST12345698765432"),
+    Secret(
+        "iban",
+        "FR14 2004 1010 0505 0001 3M02 606",
+        ("FR14 2004 1010 0505 0001 3M02 606", "FR1420041010050500013M02606"),
+    ),
+    _s("iban", "NL91ABNA0417164300"),
+    # phone numbers
+    _number("phone", "+1 415-555-2671"),
+    _number("phone", "(212) 555-0199"),
+    _number("phone", "+44 20 7946 0958"),
+    _number("phone", "+49 30 901820"),
+    _number("phone", "650.253.0000"),
+    # US SSNs
+    _number("ssn", "078-05-1120"),
+    _number("ssn", "219 09 9999"),
+)
+
+
+@cache
+def ordinary_text() -> str:
+    return gzip.decompress(ORDINARY_FILE.read_bytes()).decode()
