@@ -402,6 +402,8 @@ def compare_with(baseline: Path, spans: int, content_spans: int, rounds: int) ->
     print(f"# end to end: {ROOT} vs baseline {baseline}  (load average {os.getloadavg()[0]:.2f})")
     with tempfile.TemporaryDirectory() as tmp:
         for content, n_wanted in ((False, spans), (True, content_spans)):
+            if n_wanted <= 0:  # --spans 0 or --content-spans 0: that workload is skipped
+                continue
             label = "with content" if content else "without content"
             folder = Path(tmp) / label.replace(" ", "-")
             folder.mkdir()
