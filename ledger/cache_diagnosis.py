@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .terms import input_token_columns
 from .turn_diff import CHARS_PER_TOKEN, PrefixChange, compact_json, first_prefix_change
 
 __all__ = [
@@ -185,7 +186,8 @@ def cached_prefix_tokens(payload: Mapping[str, Any], input_tokens: int) -> int:
 
 
 def _input_tokens(row: Mapping[str, Any]) -> int:
-    return int(row.get("uncached_input_tokens") or 0) + int(row.get("cache_read_tokens") or 0) + _written(row)
+    """The call's prompt tokens: every input-side price term, cached or not."""
+    return sum(int(row.get(column) or 0) for column in input_token_columns())
 
 
 def explain_uncached(

@@ -58,9 +58,9 @@ def reading(a: argparse.Namespace) -> Iterator[Source]:
     spec = source_spec(a.db, a.server)
     print(f"turnledger: reading {spec.describe()}", file=sys.stderr)
     if spec.kind == "server":
-        from collector.client import ServerSource
+        from collector.client import make_source
 
-        yield ServerSource(spec.location, spec.token)
+        yield make_source(spec)
         return
     from ledger.store import open_ledger
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from .rules import BudgetError, Rule, Scope, ScopeValues, UnknownBudget, WebhookTarget, covers
+from .rules import LEVELS, BudgetError, Rule, Scope, ScopeValues, UnknownBudget, WebhookTarget, covers
 from .windows import naive_utc
 
 if TYPE_CHECKING:
@@ -196,7 +196,8 @@ def latest_alerts(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
     """Per rule id: its latest alert's level, time and value, and how many alerts it fired."""
     # Alerts of one evaluation share their time (warn and exceeded when one batch crosses both lines):
     # the more severe is the latest, as the governor's level is.
-    latest = "struct_pack(t := fired_at, s := CASE level WHEN 'exceeded' THEN 2 WHEN 'warn' THEN 1 ELSE 0 END)"
+    severity = "list_position([" + ", ".join(f"'{level}'" for level in LEVELS) + "], level)"
+    latest = f"struct_pack(t := fired_at, s := {severity})"
     rows = con.execute(
         f"SELECT budget_id, arg_max(level, {latest}), max(fired_at), arg_max(value, {latest}), count(*) "
         "FROM alerts GROUP BY budget_id"

@@ -103,7 +103,7 @@ def test_diff_refuses_one_turn_twice_and_a_turn_out_of_range(ledger_file, capsys
     assert code == 2 and "turn 99 is out of range" in err
 
 
-def test_a_copy_of_a_held_ledger_is_not_needed_to_read_it(ledger_file, tmp_path, capsys):
+def test_a_read_command_hands_the_file_back_when_it_ends(ledger_file, tmp_path, capsys):
     """The file source closes the ledger when the command ends: a writer can open it right after."""
     copy = tmp_path / "copy.duckdb"
     shutil.copy(ledger_file, copy)
