@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import budget, dashboard, ingest, report, serve, simulate
+from . import budget, compare, dashboard, ingest, report, serve, simulate
 
 __all__ = ["COMMANDS", "help_of"]
 
@@ -26,6 +26,7 @@ COMMANDS: dict[str, Command] = {
     "report": (report.add_report, report.cmd_report),
     "context": (report.add_context, report.cmd_context),
     "diff": (report.add_diff, report.cmd_diff),
+    "compare": (compare.add_compare, compare.cmd_compare),
     "simulate": (simulate.add_simulate, simulate.cmd_simulate),
     "samples": (simulate.add_samples, simulate.cmd_samples),
     "budget": (budget.add_budget, budget.cmd_budget),

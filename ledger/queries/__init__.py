@@ -12,8 +12,10 @@ that name, refusing anything not registered.
 from __future__ import annotations
 
 # Each subject module's __all__ is exactly its builders, so the package re-exports them whole.
-from . import budgets, guards, meta, runs, spend, tail
+from . import anomaly, budgets, compare, guards, meta, runs, spend, tail
+from .anomaly import *  # noqa: F403
 from .budgets import *  # noqa: F403
+from .compare import *  # noqa: F403
 from .core import (
     CACHE_HEALTHY,
     CACHE_WEAK,
@@ -48,7 +50,9 @@ __all__ = [
     "records",
     "run",
 ]
+__all__ += anomaly.__all__
 __all__ += budgets.__all__
+__all__ += compare.__all__
 __all__ += guards.__all__
 __all__ += meta.__all__
 __all__ += runs.__all__

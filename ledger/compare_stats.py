@@ -1,0 +1,282 @@
+"""Two versions compared honestly: each metric's difference, its interval, and a plain verdict.
+
+``A`` is the baseline, ``B`` the candidate; every difference is B - A and every
+verdict says what B is relative to A. Each metric declares once which
+direction is better (``METRICS``) and how its interval is computed:
+
+* rates (success, error, escalation): the difference of two proportions with
+  Newcombe's hybrid score interval, built from each side's Wilson interval
+  (``scipy.stats.binomtest``); it stays sound at 0 events, where a bootstrap
+  of a rate collapses to a point;
+* everything else (cost p50/p95, cost per successful run, steps per successful
+  task, p95 latency, cache hit rate): a percentile bootstrap of B - A
+  (``scipy.stats.bootstrap``, each version's runs resampled on their own, a
+  fixed seed so the same ledger always prints the same interval);
+* tool selection: a chi-square test of homogeneity over the tool-call counts
+  (``scipy.stats.chi2_contingency``). Calls of one run are not independent, so
+  its p-value is optimistic: read "different" as "look here".
+
+A difference is called (``better``/``worse``) only when its 95% interval
+excludes zero, and only when both versions have at least ``MIN_RUNS`` finished
+runs: below that a nearest-rank p95 is one of the two largest runs and a rate
+moves by several points per run (the seeds: "a 5% canary produces 10 samples
+and you cannot conclude anything from 10 samples").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats
+
+from . import queries as q
+from .errors import InputError
+from .sources import Source
+
+__all__ = [
+    "COMPARE_SCHEMA",
+    "CONFIDENCE",
+    "METRICS",
+    "MIN_RUNS",
+    "RESAMPLES",
+    "SEED",
+    "Metric",
+    "compare",
+    "compare_rows",
+]
+
+COMPARE_SCHEMA = "turnledger.compare/1"
+MIN_RUNS = 30  # finished runs per version before any difference is called
+CONFIDENCE = 0.95
+RESAMPLES = 2000  # bootstrap resamples: the interval's ends move by well under 1% of its width between seeds
+SEED = 16  # the bootstrap's fixed seed: the same rows always give the same interval
+_ELEMENTS_PER_BATCH = 2_000_000  # resampled values held at once (memory), whatever the versions' sizes
+
+Verdict = Literal["better", "worse", "no detectable difference", "too few runs", "no data"]
+
+
+@dataclass(frozen=True)
+class Runs:
+    """One version's finished runs as arrays (the columns of ``q.compare_runs``)."""
+
+    usd: np.ndarray
+    success: np.ndarray
+    error: np.ndarray
+    escalated: np.ndarray
+    steps: np.ndarray
+    duration_s: np.ndarray
+    cache_read: np.ndarray
+    input_tokens: np.ndarray
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, Any]]) -> Runs:
+        def column(name: str) -> np.ndarray:
+            return np.array([float(r[name] or 0) for r in rows], dtype=float)
+
+        def outcome(cause: str) -> np.ndarray:
+            return np.array([r["stop_cause"] == cause for r in rows], dtype=float)
+
+        return cls(
+            usd=column("usd_total"),
+            success=outcome("completed"),  # the ledger's one definition of a successful run
+            error=outcome("error"),  # a model call failed for good, or the root span ended in ERROR
+            escalated=outcome("handoff"),  # the model handed the task to a person
+            steps=column("model_calls"),
+            duration_s=column("duration_s"),
+            cache_read=column("cache_read_tokens"),
+            input_tokens=column("input_tokens"),
+        )
+
+    @property
+    def n(self) -> int:
+        return len(self.usd)
+
+
+# A statistic of a version's runs at resampled row indices ``i`` (shape (..., n)), over the last axis.
+Statistic = Callable[[Runs, np.ndarray], np.ndarray]
+
+
+def _nearest_rank(column: str, share: float) -> Statistic:
+    # numpy's inverted_cdf is DuckDB's quantile_disc, the ledger's percentile: always a real run's value.
+    return lambda r, i: np.quantile(getattr(r, column)[i], share, axis=-1, method="inverted_cdf")
+
+
+def _ratio(numerator: Callable[[Runs], np.ndarray], denominator: str) -> Statistic:
+    def statistic(r: Runs, i: np.ndarray) -> np.ndarray:
+        den = getattr(r, denominator)[i].sum(axis=-1)
+        num = numerator(r)[i].sum(axis=-1)
+        return np.divide(num, den, out=np.full(np.shape(den), np.nan), where=den > 0)
+
+    return statistic
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: Literal["share", "usd", "steps", "seconds"]
+    higher_is_better: bool
+    rate: str | None = None  # a Runs 0/1 column: compared as two proportions
+    statistic: Statistic | None = None  # otherwise: bootstrapped
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("success_rate", "success rate", "share", True, rate="success"),
+    Metric("error_rate", "error rate", "share", False, rate="error"),
+    Metric("escalation_rate", "escalation (hand-off) rate", "share", False, rate="escalated"),
+    Metric("cost_p50", "cost per run, p50", "usd", False, statistic=_nearest_rank("usd", 0.5)),
+    Metric("cost_p95", "cost per run, p95", "usd", False, statistic=_nearest_rank("usd", 0.95)),
+    # All spend, failed runs included, over the runs that succeeded (as ``q.cost_per_successful_run``).
+    Metric("cost_per_success", "cost per successful run", "usd", False, statistic=_ratio(lambda r: r.usd, "success")),
+    Metric(
+        "steps_per_success",
+        "model calls per successful run",
+        "steps",
+        False,
+        statistic=_ratio(lambda r: r.steps * r.success, "success"),
+    ),
+    Metric("latency_p95", "run duration, p95", "seconds", False, statistic=_nearest_rank("duration_s", 0.95)),
+    Metric("cache_hit_rate", "cache hit rate", "share", True, statistic=_ratio(lambda r: r.cache_read, "input_tokens")),
+)
+
+
+def _finite(x: float) -> float | None:
+    return round(float(x), 10) if x is not None and math.isfinite(x) else None
+
+
+def _rate_interval(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float]:
+    """Newcombe's hybrid score interval for p_b - p_a (his method 10), from the two Wilson intervals."""
+    p_a, p_b = k_a / n_a, k_b / n_b
+    a = stats.binomtest(k_a, n_a).proportion_ci(CONFIDENCE, method="wilson")
+    b = stats.binomtest(k_b, n_b).proportion_ci(CONFIDENCE, method="wilson")
+    d = p_b - p_a
+    return d - math.hypot(p_b - b.low, a.high - p_a), d + math.hypot(b.high - p_b, p_a - a.low)
+
+
+def _bootstrap_interval(statistic: Statistic, a: Runs, b: Runs) -> tuple[float, float]:
+    def difference(i_a: np.ndarray, i_b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return statistic(b, i_b) - statistic(a, i_a)
+
+    result = stats.bootstrap(
+        (np.arange(a.n), np.arange(b.n)),
+        difference,
+        n_resamples=RESAMPLES,
+        batch=max(1, _ELEMENTS_PER_BATCH // max(a.n, b.n)),
+        confidence_level=CONFIDENCE,
+        method="percentile",
+        rng=np.random.default_rng(SEED),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _verdict(m: Metric, interval: tuple[float, float] | None) -> Verdict:
+    if interval is None or not all(math.isfinite(x) for x in interval):
+        return "no detectable difference"
+    low, high = interval
+    if low <= 0 <= high:
+        return "no detectable difference"
+    return "better" if (low > 0) == m.higher_is_better else "worse"
+
+
+def _says(verdict: Verdict, n_a: int, n_b: int) -> str:
+    if verdict == "no detectable difference":
+        return f"no detectable difference at n={n_a}/{n_b}"
+    if verdict == "too few runs":
+        return f"too few runs to call (n={n_a}/{n_b}; at least {MIN_RUNS} per version)"
+    return verdict
+
+
+def _metric(m: Metric, a: Runs, b: Runs) -> dict[str, Any]:
+    every_a, every_b = np.arange(a.n), np.arange(b.n)
+    if m.rate is not None:
+        k_a, k_b = int(getattr(a, m.rate).sum()), int(getattr(b, m.rate).sum())
+        value_a, value_b = (k_a / a.n if a.n else math.nan), (k_b / b.n if b.n else math.nan)
+        method = "difference of proportions, Newcombe hybrid score interval"
+    else:
+        assert m.statistic is not None
+        value_a = float(m.statistic(a, every_a)) if a.n else math.nan
+        value_b = float(m.statistic(b, every_b)) if b.n else math.nan
+        method = f"percentile bootstrap of B - A, {RESAMPLES} resamples, seed {SEED}"
+    interval: tuple[float, float] | None = None
+    verdict: Verdict
+    if not (math.isfinite(value_a) and math.isfinite(value_b)):
+        verdict = "no data"
+    elif min(a.n, b.n) < MIN_RUNS:
+        verdict = "too few runs"
+    else:
+        interval = _rate_interval(k_a, a.n, k_b, b.n) if m.rate is not None else _bootstrap_interval(m.statistic, a, b)  # type: ignore[arg-type]
+        verdict = _verdict(m, interval)
+    return {
+        "metric": m.key,
+        "label": m.label,
+        "unit": m.unit,
+        "better": "higher" if m.higher_is_better else "lower",
+        "a": _finite(value_a),
+        "b": _finite(value_b),
+        "difference": _finite(value_b - value_a),
+        "interval": None if interval is None else [_finite(interval[0]), _finite(interval[1])],
+        "method": method,
+        "verdict": verdict,
+        "says": _says(verdict, a.n, b.n) if verdict != "no data" else "no data on one side",
+    }
+
+
+def _tool_selection(tools: Sequence[Mapping[str, Any]], a: str, b: str, enough: bool) -> dict[str, Any]:
+    names = sorted({str(t["tool"]) for t in tools})
+    table = np.zeros((2, len(names)), dtype=int)
+    for t in tools:
+        table[0 if t["version"] == a else 1, names.index(str(t["tool"]))] += int(t["calls"])
+    calls = table.sum(axis=1)
+    shares = {
+        side: {n: _finite(table[row, j] / calls[row]) for j, n in enumerate(names)} if calls[row] else {}
+        for row, side in enumerate(("a", "b"))
+    }
+    p_value: float | None = None
+    verdict: str
+    if not enough:
+        verdict = "too few runs"
+    elif len(names) < 2 or not calls.all():
+        verdict = "no detectable difference"  # one tool, or one side called none: no distribution to compare
+    else:
+        p_value = float(stats.chi2_contingency(table).pvalue)
+        verdict = "different" if p_value < 1 - CONFIDENCE else "no detectable difference"
+    return {
+        "calls": {"a": int(calls[0]), "b": int(calls[1])},
+        "shares": shares,
+        "p_value": _finite(p_value) if p_value is not None else None,
+        "method": "chi-square test of homogeneity over tool-call counts",
+        "verdict": verdict,
+    }
+
+
+def compare_rows(
+    runs: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], by: str, a: str, b: str
+) -> dict[str, Any]:
+    """The comparison of versions ``a`` (baseline) and ``b`` (candidate) from ``q.compare_runs``/``compare_tools`` rows."""
+    side_a = Runs.of([r for r in runs if r["version"] == a])
+    side_b = Runs.of([r for r in runs if r["version"] == b])
+    enough = min(side_a.n, side_b.n) >= MIN_RUNS
+    return {
+        "schema": COMPARE_SCHEMA,
+        "by": by,
+        "a": a,
+        "b": b,
+        "runs": {"a": side_a.n, "b": side_b.n},
+        "min_runs": MIN_RUNS,
+        "confidence": CONFIDENCE,
+        "metrics": [_metric(m, side_a, side_b) for m in METRICS],
+        "tool_selection": _tool_selection(tools, a, b, enough),
+    }
+
+
+def compare(source: Source, f: q.Filters, by: str, a: str, b: str) -> dict[str, Any]:
+    """``compare_rows`` over the rows a source (the file, a server) holds for versions ``a`` and ``b``."""
+    if a == b:
+        raise InputError(f"compare needs two different versions; got {a!r} twice")
+    runs = source.records(q.compare_runs, f, by=by, a=a, b=b)
+    tools = source.records(q.compare_tools, f, by=by, a=a, b=b)
+    return compare_rows(runs, tools, by, a, b)
