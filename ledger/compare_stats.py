@@ -45,6 +45,7 @@ __all__ = [
     "RESAMPLES",
     "SEED",
     "Metric",
+    "Runs",
     "compare",
     "compare_rows",
 ]

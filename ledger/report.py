@@ -49,7 +49,8 @@ def build_report(
     guards = rows(q.guard_summary)[0]
     hit = money["cache_hit_rate"]
     long_tail = rows(q.long_tail, limit=top)
-    for row in long_tail:
+    anomalies = rows(q.cost_anomalies, limit=top)
+    for row in (*long_tail, *anomalies):
         row["started_at"] = row["started_at"].isoformat() if row["started_at"] else None
     return {
         "schema": REPORT_SCHEMA,
@@ -82,6 +83,12 @@ def build_report(
         "unpriced": rows(q.unpriced_models),
         "invalid_usage": rows(q.invalid_usage_charges),
         "long_tail": long_tail,
+        "cost_anomalies": {
+            "factor": q.ANOMALY_FACTOR,
+            "window_runs": q.ANOMALY_WINDOW,
+            "min_baseline_runs": q.ANOMALY_MIN_BASELINE,
+            "runs": anomalies,
+        },
     }
 
 
@@ -133,6 +140,17 @@ def format_report(r: dict[str, Any]) -> str:
             for t in r["long_tail"]
         ),
     ]
+    a = r["cost_anomalies"]
+    if a["runs"]:
+        lines += [
+            "",
+            f"cost anomalies (above {a['factor']:g}x the p95 of the agent's previous {a['window_runs']} runs)",
+        ]
+        lines += [
+            f"  {t['trace_id']}  {_usd(t['usd_total']):>10}  {t['times_baseline_p95']:.1f}x p95 {_usd(t['baseline_p95_usd'])}"
+            f"  {t['agent_name'] or ''}"
+            for t in a["runs"]
+        ]
     if r["unpriced"]:
         lines += ["", "UNPRICED models (charged $0 until priced; add them to a --prices file):"]
         lines += [

@@ -176,3 +176,23 @@ def test_the_cli_offers_exactly_the_ledgers_dimensions_and_minimum() -> None:
     p = argparse.ArgumentParser()
     add_compare(p)
     assert f"fewer than {compare_stats.MIN_RUNS} finished runs" in (p.description or "")
+
+
+def test_through_a_running_server_the_comparison_is_the_files(rollout_db: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    from collector.receiver import CollectorServer, ServerConfig
+
+    served_db = tmp_path / "served.duckdb"
+    shutil.copy(rollout_db, served_db)
+    args = ["compare", "hr-v1", "hr-v2", "--json", "--tenant", "acme"]
+    assert main([*args, "--db", str(rollout_db)]) == 0
+    from_file = capsys.readouterr().out
+    server = CollectorServer(ServerConfig(port=0, db=served_db)).start()
+    try:
+        assert main([*args, "--server", server.url]) == 0
+        captured = capsys.readouterr()
+    finally:
+        server.stop()
+    assert f"reading server {server.url}" in captured.err
+    assert captured.out == from_file
