@@ -48,6 +48,9 @@ __all__ = [
     "Runs",
     "compare",
     "compare_rows",
+    "difference_text",
+    "format_comparison",
+    "value_text",
 ]
 
 COMPARE_SCHEMA = "turnledger.compare/1"
@@ -281,3 +284,61 @@ def compare(source: Source, f: q.Filters, by: str, a: str, b: str) -> dict[str, 
     runs = source.records(q.compare_runs, f, by=by, a=a, b=b)
     tools = source.records(q.compare_tools, f, by=by, a=a, b=b)
     return compare_rows(runs, tools, by, a, b)
+
+
+# --- in words ------------------------------------------------------------------------------
+def value_text(v: Any, unit: str) -> str:
+    """A metric's figure in its unit: 12.0%, $0.0123, 4.2 s, 3.50."""
+    if v is None:
+        return "—"
+    if unit == "share":
+        return f"{v:.1%}"
+    if unit == "usd":
+        return f"${v:,.4f}"
+    if unit == "seconds":
+        return f"{v:,.1f} s"
+    return f"{v:,.2f}"
+
+
+def difference_text(m: dict[str, Any]) -> str:
+    """A metric's B - A with its interval: "+8.0 pts [+3.6, +12.5]" for rates, "+$0.0040 [$0.0031, $0.0049]" else."""
+    unit, d = m["unit"], m["difference"]
+    if d is None:
+        return "—"
+    points = unit == "share"  # rates differ in percentage points
+    text = f"{d * 100:+.1f} pts" if points else value_text(d, unit).replace("$-", "-$")
+    if not points and d >= 0:
+        text = "+" + text
+    if m["interval"] is not None:
+        low, high = m["interval"]
+        text += (
+            f" [{low * 100:+.1f}, {high * 100:+.1f}]"
+            if points
+            else f" [{value_text(low, unit)}, {value_text(high, unit)}]"
+        )
+    return text
+
+
+def format_comparison(r: dict[str, Any]) -> str:
+    """The human table: one line per metric (A, B, B - A [95% interval], verdict), then tool selection."""
+    n_a, n_b = r["runs"]["a"], r["runs"]["b"]
+    lines = [
+        f"{r['by']}: A = {r['a']} ({n_a} runs) vs B = {r['b']} ({n_b} runs); B - A with 95% intervals",
+        f"{'metric':<32} {'A':>11} {'B':>11}  {'B - A [interval]':<36} verdict",
+    ]
+    for m in r["metrics"]:
+        lines.append(
+            f"{m['label'] + ' (' + m['better'] + ' is better)':<32} {value_text(m['a'], m['unit']):>11} "
+            f"{value_text(m['b'], m['unit']):>11}  {difference_text(m):<36} {m['says']}"
+        )
+    tools = r["tool_selection"]
+    shares = tools["shares"]
+    names = sorted(set(shares["a"]) | set(shares["b"]))
+    lines += ["", f"tool selection ({tools['calls']['a']} vs {tools['calls']['b']} calls): {tools['verdict']}"]
+    if tools["p_value"] is not None:
+        lines[-1] += f" (chi-square p = {tools['p_value']:.3g})"
+    lines += [
+        f"  {n:<30} {value_text(shares['a'].get(n), 'share'):>8} {value_text(shares['b'].get(n), 'share'):>8}"
+        for n in names
+    ]
+    return "\n".join(lines)

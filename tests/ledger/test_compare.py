@@ -29,7 +29,7 @@ START = 1_790_000_000_000_000_000
 RUNS = 300
 
 
-def _play(db: Path, *pairs: tuple[int, Variant, Variant]) -> None:
+def play_rollout(db: Path, *pairs: tuple[int, Variant, Variant]) -> None:
     con = open_ledger(db)
     exporter = LedgerSpanExporter(con=con, redact_content=False)
     provider = tracer_provider(
@@ -52,7 +52,7 @@ def _play(db: Path, *pairs: tuple[int, Variant, Variant]) -> None:
 @pytest.fixture(scope="module")
 def rollout_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("compare") / "rollout.duckdb"
-    _play(
+    play_rollout(
         db,
         (RUNS, Variant("hr-v1", error_rate=0.04), Variant("hr-v2", prompt_growth=3.4, error_rate=0.12)),
         (RUNS, Variant("same-a", error_rate=0.04), Variant("same-b", error_rate=0.04)),
