@@ -17,7 +17,8 @@ the rest. Three rounds; the median total per page is printed. Target: every
 page under 1 s. The machine is shared: run it when nothing else is (the load
 average is printed with the figures).
 
-Run: .venv/bin/python benchmarks/dashboard_queries.py [--runs 100000] [--rebuild]
+Run: .venv/bin/python benchmarks/dashboard_queries.py [--runs 100000] [--rebuild] [--page Compare]
+The Compare page's goal is 250 ms of queries; its statistics are printed on the line below it.
 """
 
 from __future__ import annotations
@@ -362,6 +363,10 @@ class Recorder:
         Recorder.calls.append((builder.__name__, filters, kwargs))
         return self.inner.query(builder, filters, **kwargs)
 
+    def records(self, builder: Any, filters: Any = None, **kwargs: Any) -> Any:
+        Recorder.calls.append((builder.__name__, filters, kwargs))
+        return self.inner.records(builder, filters, **kwargs)
+
     def context(self, trace_id: str, span_id: str) -> Any:
         Recorder.calls.append(("context", None, {"trace_id": trace_id, "span_id": span_id}))
         return self.inner.context(trace_id, span_id)
@@ -374,6 +379,7 @@ PAGES = [
     ("Guards", "views/guards.py", {}),
     ("Budgets & alerts", "views/budgets.py", {}),
     ("Models & prices", "views/models.py", {}),
+    ("Compare", "views/compare.py", {"by": "prompt_version", "a": "v3", "b": "v4"}),  # ~20k runs a side
 ]
 
 
@@ -425,11 +431,37 @@ def replay(db: Path, calls: list[tuple[str, Any, dict[str, Any]]]) -> tuple[floa
     return sum(t for t, _ in timings), timings
 
 
+def _compare_statistics(db: Path) -> None:
+    """The Compare page's work beyond its queries: the intervals (scipy), on the rows the queries return."""
+    from ledger.compare_stats import compare_rows
+    from ledger.sources import FileSource
+
+    _, _, by_a_b = next(p for p in PAGES if p[0] == "Compare")
+    source = FileSource(db)
+    runs = source.records(q.compare_runs, q.NO_FILTERS, **by_a_b)
+    tools = source.records(q.compare_tools, q.NO_FILTERS, **by_a_b)
+    rounds = []
+    for _ in range(3):
+        t = time.perf_counter()
+        compare_rows(runs, tools, **by_a_b)
+        rounds.append(time.perf_counter() - t)
+    print(
+        f"{'  statistics':<18} {len(runs):>7} {statistics.median(rounds) * 1000:>9.0f} ms {min(rounds) * 1000:>5.0f} ms "
+        f"{max(rounds) * 1000:>5.0f} ms   runs compared (intervals in Python; cached per selection, not a query)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--rebuild", action="store_true", help="regenerate the cached ledger")
+    ap.add_argument("--page", action="append", metavar="TITLE", help="only this page (repeatable), e.g. Compare")
     a = ap.parse_args()
+    if a.page:
+        unknown = set(a.page) - {title for title, _, _ in PAGES}
+        if unknown:
+            raise SystemExit(f"unknown page(s) {sorted(unknown)}: choose from {[t for t, _, _ in PAGES]}")
+        PAGES[:] = [p for p in PAGES if p[0] in a.page]
     db = ledger_file(a.runs, a.rebuild)
     con = open_ledger(db, read_only=True)
     spans, runs, charges = con.execute(
@@ -453,6 +485,8 @@ def main() -> None:
             f"{title:<18} {len(calls):>7} {statistics.median(totals) * 1000:>9.0f} ms {totals[0] * 1000:>5.0f} ms "
             f"{totals[-1] * 1000:>5.0f} ms   " + ", ".join(f"{n} {t * 1000:.0f}" for t, n in slow)
         )
+    if "Compare" in recorded:
+        _compare_statistics(db)
     load = os.getloadavg()[0]
     print(
         f"\nslowest page: {worst * 1000:.0f} ms median (target < 1000 ms) -> {'OK' if worst < 1 else 'OVER TARGET'}"

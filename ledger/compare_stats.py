@@ -2,31 +2,41 @@
 
 ``A`` is the baseline, ``B`` the candidate; every difference is B - A and every
 verdict says what B is relative to A. Each metric declares once which
-direction is better (``METRICS``) and how its interval is computed:
+direction is better and how its 95% interval is had (``METRICS``):
 
-* rates (success, error, escalation): the difference of two proportions with
-  Newcombe's hybrid score interval, built from each side's Wilson interval
-  (``scipy.stats.binomtest``); it stays sound at 0 events, where a bootstrap
-  of a rate collapses to a point;
-* everything else (cost p50/p95, cost per successful run, steps per successful
-  task, p95 latency, cache hit rate): a percentile bootstrap of B - A
+* rates (success, error, escalation): each side's Wilson interval
+  (``scipy.stats.binomtest``) combined into an interval for the difference by
+  MOVER, which for two proportions is Newcombe's hybrid score interval; it
+  stays sound at 0 events, where a bootstrap of a rate collapses to a point;
+* percentiles (cost p50/p95, run duration p95): each side's distribution-free
+  interval for its quantile (``scipy.stats.quantile_test``, order statistics),
+  combined by MOVER. A p95 has an upper bound only from about 60 runs: with
+  fewer, that metric says so instead of calling anything;
+* model calls per successful run: Welch's interval for a difference of means
+  (``scipy.stats.ttest_ind``);
+* ratios of sums (cost per successful run: all spend over the successes; cache
+  hit rate: cache reads over input tokens): a percentile bootstrap of B - A
   (``scipy.stats.bootstrap``, each version's runs resampled on their own, a
-  fixed seed so the same ledger always prints the same interval);
+  fixed seed, so the same ledger always prints the same interval);
 * tool selection: a chi-square test of homogeneity over the tool-call counts
   (``scipy.stats.chi2_contingency``). Calls of one run are not independent, so
   its p-value is optimistic: read "different" as "look here".
 
-A difference is called (``better``/``worse``) only when its 95% interval
-excludes zero, and only when both versions have at least ``MIN_RUNS`` finished
-runs: below that a nearest-rank p95 is one of the two largest runs and a rate
-moves by several points per run (the seeds: "a 5% canary produces 10 samples
-and you cannot conclude anything from 10 samples").
+MOVER (the method of variance estimates recovery, Zou & Donner 2008) needs only
+each side's own interval, so every per-side interval above is exact or
+well-studied and costs one pass over the runs, not thousands of resamples.
+
+A difference is called (``better``/``worse``) only when its interval excludes
+zero, and only when both versions have at least ``MIN_RUNS`` finished runs:
+below that a nearest-rank p95 is one of the two largest runs and a rate moves
+by several points per run (the seeds: "a 5% canary produces 10 samples and you
+cannot conclude anything from 10 samples").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,7 +66,7 @@ __all__ = [
 COMPARE_SCHEMA = "turnledger.compare/1"
 MIN_RUNS = 30  # finished runs per version before any difference is called
 CONFIDENCE = 0.95
-RESAMPLES = 2000  # bootstrap resamples: the interval's ends move by well under 1% of its width between seeds
+RESAMPLES = 2000  # bootstrap resamples (the ratios): enough that the 2.5% tails rest on 50 resamples each
 SEED = 16  # the bootstrap's fixed seed: the same rows always give the same interval
 _ELEMENTS_PER_BATCH = 2_000_000  # resampled values held at once (memory), whatever the versions' sizes
 
@@ -100,74 +110,93 @@ class Runs:
         return len(self.usd)
 
 
-# A statistic of a version's runs at resampled row indices ``i`` (shape (..., n)), over the last axis.
-Statistic = Callable[[Runs, np.ndarray], np.ndarray]
-
-
-def _nearest_rank(column: str, share: float) -> Statistic:
-    # numpy's inverted_cdf is DuckDB's quantile_disc, the ledger's percentile: always a real run's value.
-    return lambda r, i: np.quantile(getattr(r, column)[i], share, axis=-1, method="inverted_cdf")
-
-
-def _ratio(numerator: Callable[[Runs], np.ndarray], denominator: str) -> Statistic:
-    def statistic(r: Runs, i: np.ndarray) -> np.ndarray:
-        den = getattr(r, denominator)[i].sum(axis=-1)
-        num = numerator(r)[i].sum(axis=-1)
-        return np.divide(num, den, out=np.full(np.shape(den), np.nan), where=den > 0)
-
-    return statistic
+Interval = tuple[float, float]
 
 
 @dataclass(frozen=True)
 class Metric:
+    """One compared figure: what it is computed from, and which direction is better."""
+
     key: str
     label: str
     unit: Literal["share", "usd", "steps", "seconds"]
     higher_is_better: bool
-    rate: str | None = None  # a Runs 0/1 column: compared as two proportions
-    statistic: Statistic | None = None  # otherwise: bootstrapped
+    kind: Literal["rate", "quantile", "mean_of_successes", "ratio"]
+    column: str  # the Runs column (the numerator of a ratio)
+    share: float = 0.0  # quantile: which one
+    denominator: str = ""  # ratio: the Runs column summed below
+
+    @property
+    def method(self) -> str:
+        return {
+            "rate": "Wilson interval per version, MOVER (Newcombe) for the difference",
+            "quantile": "order-statistic interval per version (scipy quantile_test), MOVER for the difference",
+            "mean_of_successes": "Welch's interval for the difference of means",
+            "ratio": f"percentile bootstrap of B - A, {RESAMPLES} resamples, seed {SEED}",
+        }[self.kind]
+
+    def estimate(self, r: Runs) -> float:
+        x = getattr(r, self.column)
+        if not r.n:
+            return math.nan
+        if self.kind == "rate":
+            return float(x.mean())
+        if self.kind == "quantile":
+            # numpy's inverted_cdf is DuckDB's quantile_disc, the ledger's percentile: always a real run's value.
+            return float(np.quantile(x, self.share, method="inverted_cdf"))
+        if self.kind == "mean_of_successes":
+            won = x[r.success > 0]
+            return float(won.mean()) if len(won) else math.nan
+        den = getattr(r, self.denominator).sum()
+        return float(x.sum() / den) if den > 0 else math.nan
+
+    def interval(self, a: Runs, b: Runs) -> Interval:
+        """The interval of B - A (either end may be NaN when the runs cannot bound it)."""
+        if self.kind == "mean_of_successes":
+            won_a, won_b = (getattr(r, self.column)[r.success > 0] for r in (a, b))
+            ci = stats.ttest_ind(won_b, won_a, equal_var=False).confidence_interval(CONFIDENCE)
+            return float(ci.low), float(ci.high)
+        if self.kind == "ratio":
+            return _bootstrap_ratio(self, a, b)
+        return _mover(self.estimate(a), self._side(a), self.estimate(b), self._side(b))
+
+    def _side(self, r: Runs) -> Interval:
+        x = getattr(r, self.column)
+        if self.kind == "rate":
+            ci = stats.binomtest(int(x.sum()), r.n).proportion_ci(CONFIDENCE, method="wilson")
+        else:
+            ci = stats.quantile_test(x, p=self.share).confidence_interval(CONFIDENCE)
+        return float(ci.low), float(ci.high)
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("success_rate", "success rate", "share", True, rate="success"),
-    Metric("error_rate", "error rate", "share", False, rate="error"),
-    Metric("escalation_rate", "escalation (hand-off) rate", "share", False, rate="escalated"),
-    Metric("cost_p50", "cost per run, p50", "usd", False, statistic=_nearest_rank("usd", 0.5)),
-    Metric("cost_p95", "cost per run, p95", "usd", False, statistic=_nearest_rank("usd", 0.95)),
+    Metric("success_rate", "success rate", "share", True, "rate", "success"),
+    Metric("error_rate", "error rate", "share", False, "rate", "error"),
+    Metric("escalation_rate", "escalation (hand-off) rate", "share", False, "rate", "escalated"),
+    Metric("cost_p50", "cost per run, p50", "usd", False, "quantile", "usd", share=0.5),
+    Metric("cost_p95", "cost per run, p95", "usd", False, "quantile", "usd", share=0.95),
     # All spend, failed runs included, over the runs that succeeded (as ``q.cost_per_successful_run``).
-    Metric("cost_per_success", "cost per successful run", "usd", False, statistic=_ratio(lambda r: r.usd, "success")),
-    Metric(
-        "steps_per_success",
-        "model calls per successful run",
-        "steps",
-        False,
-        statistic=_ratio(lambda r: r.steps * r.success, "success"),
-    ),
-    Metric("latency_p95", "run duration, p95", "seconds", False, statistic=_nearest_rank("duration_s", 0.95)),
-    Metric("cache_hit_rate", "cache hit rate", "share", True, statistic=_ratio(lambda r: r.cache_read, "input_tokens")),
+    Metric("cost_per_success", "cost per successful run", "usd", False, "ratio", "usd", denominator="success"),
+    Metric("steps_per_success", "model calls per successful run", "steps", False, "mean_of_successes", "steps"),
+    Metric("latency_p95", "run duration, p95", "seconds", False, "quantile", "duration_s", share=0.95),
+    Metric("cache_hit_rate", "cache hit rate", "share", True, "ratio", "cache_read", denominator="input_tokens"),
 )
 
 
-def _finite(x: float) -> float | None:
-    return round(float(x), 10) if x is not None and math.isfinite(x) else None
+def _mover(est_a: float, ci_a: Interval, est_b: float, ci_b: Interval) -> Interval:
+    """B - A from each side's own interval (MOVER; for two Wilson intervals, Newcombe's method 10)."""
+    d = est_b - est_a
+    return d - math.hypot(est_b - ci_b[0], ci_a[1] - est_a), d + math.hypot(ci_b[1] - est_b, est_a - ci_a[0])
 
 
-def _rate_interval(k_a: int, n_a: int, k_b: int, n_b: int) -> tuple[float, float]:
-    """Newcombe's hybrid score interval for p_b - p_a (his method 10), from the two Wilson intervals."""
-    p_a, p_b = k_a / n_a, k_b / n_b
-    a = stats.binomtest(k_a, n_a).proportion_ci(CONFIDENCE, method="wilson")
-    b = stats.binomtest(k_b, n_b).proportion_ci(CONFIDENCE, method="wilson")
-    d = p_b - p_a
-    return d - math.hypot(p_b - b.low, a.high - p_a), d + math.hypot(b.high - p_b, p_a - a.low)
-
-
-def _bootstrap_interval(statistic: Statistic, a: Runs, b: Runs) -> tuple[float, float]:
-    def difference(i_a: np.ndarray, i_b: np.ndarray, axis: int = -1) -> np.ndarray:
-        return statistic(b, i_b) - statistic(a, i_a)
+def _bootstrap_ratio(m: Metric, a: Runs, b: Runs) -> Interval:
+    def ratio(r: Runs, i: np.ndarray) -> np.ndarray:
+        num, den = getattr(r, m.column)[i].sum(axis=-1), getattr(r, m.denominator)[i].sum(axis=-1)
+        return np.divide(num, den, out=np.full(np.shape(den), np.nan), where=den > 0)
 
     result = stats.bootstrap(
         (np.arange(a.n), np.arange(b.n)),
-        difference,
+        lambda i_a, i_b, axis=-1: ratio(b, i_b) - ratio(a, i_a),
         n_resamples=RESAMPLES,
         batch=max(1, _ELEMENTS_PER_BATCH // max(a.n, b.n)),
         confidence_level=CONFIDENCE,
@@ -177,10 +206,14 @@ def _bootstrap_interval(statistic: Statistic, a: Runs, b: Runs) -> tuple[float, 
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def _verdict(m: Metric, interval: tuple[float, float] | None) -> Verdict:
-    if interval is None or not all(math.isfinite(x) for x in interval):
-        return "no detectable difference"
+def _finite(x: float | None) -> float | None:
+    return round(float(x), 10) if x is not None and math.isfinite(x) else None
+
+
+def _verdict(m: Metric, interval: Interval) -> Verdict:
     low, high = interval
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "too few runs"  # the runs cannot bound it (a p95 of fewer than ~60 runs)
     if low <= 0 <= high:
         return "no detectable difference"
     return "better" if (low > 0) == m.higher_is_better else "worse"
@@ -190,29 +223,24 @@ def _says(verdict: Verdict, n_a: int, n_b: int) -> str:
     if verdict == "no detectable difference":
         return f"no detectable difference at n={n_a}/{n_b}"
     if verdict == "too few runs":
+        if min(n_a, n_b) >= MIN_RUNS:
+            return f"too few runs to bound this metric (n={n_a}/{n_b})"
         return f"too few runs to call (n={n_a}/{n_b}; at least {MIN_RUNS} per version)"
+    if verdict == "no data":
+        return "no data on one side"
     return verdict
 
 
 def _metric(m: Metric, a: Runs, b: Runs) -> dict[str, Any]:
-    every_a, every_b = np.arange(a.n), np.arange(b.n)
-    if m.rate is not None:
-        k_a, k_b = int(getattr(a, m.rate).sum()), int(getattr(b, m.rate).sum())
-        value_a, value_b = (k_a / a.n if a.n else math.nan), (k_b / b.n if b.n else math.nan)
-        method = "difference of proportions, Newcombe hybrid score interval"
-    else:
-        assert m.statistic is not None
-        value_a = float(m.statistic(a, every_a)) if a.n else math.nan
-        value_b = float(m.statistic(b, every_b)) if b.n else math.nan
-        method = f"percentile bootstrap of B - A, {RESAMPLES} resamples, seed {SEED}"
-    interval: tuple[float, float] | None = None
+    value_a, value_b = m.estimate(a), m.estimate(b)
+    interval: Interval | None = None
     verdict: Verdict
     if not (math.isfinite(value_a) and math.isfinite(value_b)):
         verdict = "no data"
     elif min(a.n, b.n) < MIN_RUNS:
         verdict = "too few runs"
     else:
-        interval = _rate_interval(k_a, a.n, k_b, b.n) if m.rate is not None else _bootstrap_interval(m.statistic, a, b)  # type: ignore[arg-type]
+        interval = m.interval(a, b)
         verdict = _verdict(m, interval)
     return {
         "metric": m.key,
@@ -223,9 +251,9 @@ def _metric(m: Metric, a: Runs, b: Runs) -> dict[str, Any]:
         "b": _finite(value_b),
         "difference": _finite(value_b - value_a),
         "interval": None if interval is None else [_finite(interval[0]), _finite(interval[1])],
-        "method": method,
+        "method": m.method,
         "verdict": verdict,
-        "says": _says(verdict, a.n, b.n) if verdict != "no data" else "no data on one side",
+        "says": _says(verdict, a.n, b.n),
     }
 
 

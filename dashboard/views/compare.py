@@ -13,7 +13,6 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from collector.client import make_source
 from dashboard import loaders, ui
 from dashboard.loaders import load
 from dashboard.ui import plain
@@ -34,7 +33,7 @@ _URL_KEYS = {"by": "cmp_by", "a": "cmp_a", "b": "cmp_b"}
 @st.cache_data(ttl=60, show_spinner=False, max_entries=64)
 def _comparison(where: SourceSpec, gen: int, f: q.Filters, by: str, a: str, b: str) -> dict[str, Any]:
     del gen  # part of the cache key only
-    return compare(make_source(where), f, by, a, b)
+    return compare(loaders.make_source(where), f, by, a, b)  # the loaders' own source (benchmarks record it)
 
 
 def _from_url() -> None:
