@@ -9,9 +9,12 @@ versions; and ten runs per version, too few to call anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from collector.cli import main
@@ -29,23 +32,30 @@ START = 1_790_000_000_000_000_000
 RUNS = 300
 
 
-def play_rollout(db: Path, *pairs: tuple[int, Variant, Variant]) -> None:
-    con = open_ledger(db)
-    exporter = LedgerSpanExporter(con=con, redact_content=False)
+@contextmanager
+def harness_into(con: duckdb.DuckDBPyConnection) -> Iterator[tuple[OTelObserver, Callable[[], object]]]:
+    """(observer, flush): the harness's spans go through the official OTel SDK into the ledger ``con``."""
     provider = tracer_provider(
-        [exporter],
+        [LedgerSpanExporter(con=con, redact_content=False)],
         resource=build_resource("compare-tests", detect=False),
         max_queue_size=200_000,
         max_export_batch_size=8_192,  # few ingest transactions: each one rebuilds the runs it touched
         schedule_delay_millis=60_000,
     )
-    observer = OTelObserver(provider, capture="off")
     try:
-        for n, (runs, baseline, candidate) in enumerate(pairs):
-            rollout(runs, baseline, candidate, seed=n, observer=observer, start_ns=START + n * 86_400 * 10**9)
-            provider.force_flush()  # back-pressure: the queue never overflows
+        yield OTelObserver(provider, capture="off"), provider.force_flush  # flush: the queue never overflows
     finally:
         provider.shutdown()
+
+
+def play_rollout(db: Path, *pairs: tuple[int, Variant, Variant]) -> None:
+    con = open_ledger(db)
+    try:
+        with harness_into(con) as (observer, flush):
+            for n, (runs, baseline, candidate) in enumerate(pairs):
+                rollout(runs, baseline, candidate, seed=n, observer=observer, start_ns=START + n * 86_400 * 10**9)
+                flush()
+    finally:
         con.close()
 
 
@@ -196,3 +206,20 @@ def test_through_a_running_server_the_comparison_is_the_files(rollout_db: Path, 
         server.stop()
     assert f"reading server {server.url}" in captured.err
     assert captured.out == from_file
+
+
+def test_a_percentile_is_duckdbs_quantile_disc_on_distinct_costs() -> None:
+    """The rollout's costs repeat (matched tasks), so check the definition where every method differs."""
+    costs = [round(1.37**k % 7.3, 6) for k in range(1, 38)]
+    rows = [
+        {"version": "a", "usd_total": c, "stop_cause": "completed", "model_calls": 1, "duration_s": c,
+         "cache_read_tokens": 0, "input_tokens": 1}
+        for c in costs
+    ]  # fmt: skip
+    runs = compare_stats.Runs.of(rows)
+    want = duckdb.execute(
+        "SELECT quantile_disc(x, 0.5), quantile_disc(x, 0.95) FROM unnest(?) t(x)", [costs]
+    ).fetchone()
+    by_key = {m.key: m for m in compare_stats.METRICS}
+    assert (by_key["cost_p50"].estimate(runs), by_key["cost_p95"].estimate(runs)) == pytest.approx(want, abs=0)
+    assert by_key["latency_p95"].estimate(runs) == want[1]

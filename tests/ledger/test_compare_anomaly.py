@@ -13,11 +13,10 @@ import pytest
 
 from collector.demo.samples import MS, T0, Trace
 from collector.demo.simulate import simulate
-from collector.harness.telemetry import LedgerSpanExporter, OTelObserver, build_resource
-from collector.harness.telemetry.setup import tracer_provider
 from ledger import queries as q
 from ledger.ingest import ingest
 from ledger.report import build_report, format_report
+from tests.ledger.test_compare import harness_into
 
 
 def _ordinary_tasks(n: int) -> list:  # type: ignore[type-arg]
@@ -62,16 +61,8 @@ def test_without_a_baseline_nothing_is_called_an_anomaly(ledger, load) -> None: 
 
 
 def test_no_ordinary_run_of_a_simulate_workload_is_flagged(ledger) -> None:  # type: ignore[no-untyped-def]
-    exporter = LedgerSpanExporter(con=ledger, redact_content=False)
-    provider = tracer_provider(
-        [exporter],
-        resource=build_resource("anomaly-tests", detect=False),
-        max_queue_size=200_000,
-        max_export_batch_size=8_192,
-        schedule_delay_millis=60_000,
-    )
-    simulate(800, seed=5, observer=OTelObserver(provider, capture="off"), end_ns=T0, checkpoint=provider.force_flush)
-    provider.shutdown()
+    with harness_into(ledger) as (observer, flush):
+        simulate(800, seed=5, observer=observer, end_ns=T0, checkpoint=flush)
     assert q.records(ledger, q.time_bounds())[0]["runs"] == 800
     assert _anomalies(ledger) == []
     # The long tail is there (research runs read up to 40 pages), only never 5x the recent p95.
