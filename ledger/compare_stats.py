@@ -328,21 +328,22 @@ def value_text(v: Any, unit: str) -> str:
     return f"{v:,.2f}"
 
 
+def _signed(v: float, unit: str) -> str:
+    if unit == "share":  # rates differ in percentage points
+        return f"{v * 100:+.1f}"
+    return ("-" if v < 0 else "+") + value_text(abs(v), unit)
+
+
 def difference_text(m: dict[str, Any]) -> str:
-    """A metric's B - A with its interval: "+8.0 pts [+3.6, +12.5]" for rates, "+$0.0040 [$0.0031, $0.0049]" else."""
+    """A metric's B - A with its interval: "+8.0 pts [+3.6, +12.5]" for rates, "+$0.0040 [+$0.0031, +$0.0049]" else."""
     unit, d = m["unit"], m["difference"]
     if d is None:
         return "—"
-    points = unit == "share"  # rates differ in percentage points
-    text = f"{d * 100:+.1f} pts" if points else value_text(d, unit).replace("$-", "-$")
-    if not points and d >= 0:
-        text = "+" + text
+    text = _signed(d, unit) + (" pts" if unit == "share" else "")
     if m["interval"] is not None:
         low, high = m["interval"]
         text += (
-            f" [{low * 100:+.1f}, {high * 100:+.1f}]"
-            if points
-            else f" [{value_text(low, unit)}, {value_text(high, unit)}]"
+            f" [{_signed(low, unit) if low is not None else '?'}, {_signed(high, unit) if high is not None else '?'}]"
         )
     return text
 
@@ -352,12 +353,12 @@ def format_comparison(r: dict[str, Any]) -> str:
     n_a, n_b = r["runs"]["a"], r["runs"]["b"]
     lines = [
         f"{r['by']}: A = {r['a']} ({n_a} runs) vs B = {r['b']} ({n_b} runs); B - A with 95% intervals",
-        f"{'metric':<32} {'A':>11} {'B':>11}  {'B - A [interval]':<36} verdict",
+        f"{'metric':<31} {'better':<7} {'A':>9} {'B':>9}  {'B - A [95% interval]':<34} verdict",
     ]
     for m in r["metrics"]:
         lines.append(
-            f"{m['label'] + ' (' + m['better'] + ' is better)':<32} {value_text(m['a'], m['unit']):>11} "
-            f"{value_text(m['b'], m['unit']):>11}  {difference_text(m):<36} {m['says']}"
+            f"{m['label']:<31} {m['better']:<7} {value_text(m['a'], m['unit']):>9} "
+            f"{value_text(m['b'], m['unit']):>9}  {difference_text(m):<34} {m['says']}"
         )
     tools = r["tool_selection"]
     shares = tools["shares"]

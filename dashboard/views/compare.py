@@ -116,17 +116,19 @@ def relative_change(result: dict[str, Any]) -> go.Figure:
     fig = go.Figure()
     shown = [m for m in result["metrics"] if m["a"] and m["difference"] is not None]
     for m in reversed(shown):  # plotly draws the first category at the bottom
-        low, high = m["interval"] or (m["difference"], m["difference"])
+        d = m["difference"]
+        low, high = m["interval"] or (d, d)  # no interval (too few runs): the point alone
+        low, high = d if low is None else low, d if high is None else high  # an end the runs cannot bound
         fig.add_scatter(
-            x=[m["difference"] / m["a"]],
+            x=[d / m["a"]],
             y=[m["label"]],
             mode="markers",
             marker={"size": 11, "color": _VERDICT_COLORS.get(m["verdict"], "#757575")},
             error_x={
                 "type": "data",
                 "symmetric": False,
-                "array": [(high - m["difference"]) / m["a"]],
-                "arrayminus": [(m["difference"] - low) / m["a"]],
+                "array": [(high - d) / m["a"]],
+                "arrayminus": [(d - low) / m["a"]],
             },
             name=m["says"],
             hovertemplate=f"B − A: {difference_text(m)}<br>{m['says']}<extra>{m['label']}</extra>",
