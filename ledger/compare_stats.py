@@ -151,13 +151,11 @@ class Metric:
         return float(x.sum() / den) if den > 0 else math.nan
 
     def interval(self, a: Runs, b: Runs) -> Interval:
-        """The interval of B - A (either end may be NaN when the runs cannot bound it)."""
+        """The interval of B - A (either end may be NaN when the runs cannot bound it); ratios: ``_bootstrap_ratios``."""
         if self.kind == "mean_of_successes":
             won_a, won_b = (getattr(r, self.column)[r.success > 0] for r in (a, b))
             ci = stats.ttest_ind(won_b, won_a, equal_var=False).confidence_interval(CONFIDENCE)
             return float(ci.low), float(ci.high)
-        if self.kind == "ratio":
-            return _bootstrap_ratio(self, a, b)
         return _mover(self.estimate(a), self._side(a), self.estimate(b), self._side(b))
 
     def _side(self, r: Runs) -> Interval:
@@ -189,21 +187,35 @@ def _mover(est_a: float, ci_a: Interval, est_b: float, ci_b: Interval) -> Interv
     return d - math.hypot(est_b - ci_b[0], ci_a[1] - est_a), d + math.hypot(ci_b[1] - est_b, est_a - ci_a[0])
 
 
-def _bootstrap_ratio(m: Metric, a: Runs, b: Runs) -> Interval:
-    def ratio(r: Runs, i: np.ndarray) -> np.ndarray:
-        num, den = getattr(r, m.column)[i].sum(axis=-1), getattr(r, m.denominator)[i].sum(axis=-1)
-        return np.divide(num, den, out=np.full(np.shape(den), np.nan), where=den > 0)
+def _bootstrap_ratios(ratios: Sequence[Metric], a: Runs, b: Runs) -> dict[str, Interval]:
+    """Every ratio's interval of B - A from one bootstrap: the resamples are drawn once for all of them."""
+
+    def values(r: Runs, i: np.ndarray) -> np.ndarray:
+        out = []
+        for m in ratios:
+            num, den = getattr(r, m.column)[i].sum(axis=-1), getattr(r, m.denominator)[i].sum(axis=-1)
+            out.append(np.divide(num, den, out=np.full(np.shape(den), np.nan), where=den > 0))
+        return np.stack(out)
 
     result = stats.bootstrap(
         (np.arange(a.n), np.arange(b.n)),
-        lambda i_a, i_b, axis=-1: ratio(b, i_b) - ratio(a, i_a),
+        lambda i_a, i_b, axis=-1: values(b, i_b) - values(a, i_a),
         n_resamples=RESAMPLES,
         batch=max(1, _ELEMENTS_PER_BATCH // max(a.n, b.n)),
         confidence_level=CONFIDENCE,
         method="percentile",
         rng=np.random.default_rng(SEED),
     )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    ends = zip(
+        np.atleast_1d(result.confidence_interval.low), np.atleast_1d(result.confidence_interval.high), strict=True
+    )
+    return {m.key: (float(low), float(high)) for m, (low, high) in zip(ratios, ends, strict=True)}
+
+
+def _intervals(a: Runs, b: Runs) -> dict[str, Interval]:
+    """Each metric's interval of B - A."""
+    out = _bootstrap_ratios([m for m in METRICS if m.kind == "ratio"], a, b)
+    return out | {m.key: m.interval(a, b) for m in METRICS if m.kind != "ratio"}
 
 
 def _finite(x: float | None) -> float | None:
@@ -231,16 +243,17 @@ def _says(verdict: Verdict, n_a: int, n_b: int) -> str:
     return verdict
 
 
-def _metric(m: Metric, a: Runs, b: Runs) -> dict[str, Any]:
+def _metric(m: Metric, a: Runs, b: Runs, intervals: Mapping[str, Interval] | None) -> dict[str, Any]:
+    """One metric's figures; ``intervals`` is None when there are too few runs to compute any."""
     value_a, value_b = m.estimate(a), m.estimate(b)
     interval: Interval | None = None
     verdict: Verdict
     if not (math.isfinite(value_a) and math.isfinite(value_b)):
         verdict = "no data"
-    elif min(a.n, b.n) < MIN_RUNS:
+    elif intervals is None:
         verdict = "too few runs"
     else:
-        interval = m.interval(a, b)
+        interval = intervals[m.key]
         verdict = _verdict(m, interval)
     return {
         "metric": m.key,
@@ -292,6 +305,7 @@ def compare_rows(
     side_a = Runs.of([r for r in runs if r["version"] == a])
     side_b = Runs.of([r for r in runs if r["version"] == b])
     enough = min(side_a.n, side_b.n) >= MIN_RUNS
+    intervals = _intervals(side_a, side_b) if enough else None
     return {
         "schema": COMPARE_SCHEMA,
         "by": by,
@@ -300,7 +314,7 @@ def compare_rows(
         "runs": {"a": side_a.n, "b": side_b.n},
         "min_runs": MIN_RUNS,
         "confidence": CONFIDENCE,
-        "metrics": [_metric(m, side_a, side_b) for m in METRICS],
+        "metrics": [_metric(m, side_a, side_b, intervals) for m in METRICS],
         "tool_selection": _tool_selection(tools, a, b, enough),
     }
 
