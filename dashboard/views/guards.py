@@ -75,7 +75,7 @@ def render() -> None:
         st.caption(
             "Runs that looped, per tool. 'inside the loop' counts the model calls between the repeated tool calls."
         )
-        st.dataframe(
+        ui.table(
             runs[
                 [
                     "open",
@@ -114,7 +114,7 @@ def render() -> None:
                 "What retried attempts were charged, by the cause of the retry (HTTP 429 rate limit, 529 overloaded, connection…)."
             )
         with right:
-            st.dataframe(
+            ui.table(
                 causes,
                 hide_index=True,
                 column_config={

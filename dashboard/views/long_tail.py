@@ -54,7 +54,7 @@ def render() -> None:
             else ""
         )
     )
-    st.dataframe(
+    ui.table(
         tail[TAIL_COLUMNS],
         hide_index=True,
         height=min(36 * (len(tail) + 1) + 3, 760),  # every listed run visible without scrolling

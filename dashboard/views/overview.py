@@ -154,7 +154,7 @@ def render() -> None:
         st.caption("How runs ended: green completed, red anything else (step cap, loop halt, budget stop, error).")
     with right:
         st.markdown("**Per model: calls, spend and each price term**")
-        st.dataframe(
+        ui.table(
             models[["model", "calls", "usd_total", "share", *usd_columns(), "unpriced_calls"]],
             hide_index=True,
             column_config={

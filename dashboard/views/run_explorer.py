@@ -74,7 +74,7 @@ def _find_run(f: Any) -> str | None:
     }
     ids = list(labels)
     with st.expander(ui.plural(len(found), "matching run") + (" (the first 200)" if len(found) == 200 else "")):
-        st.dataframe(
+        ui.table(
             found,
             hide_index=True,
             column_config={
@@ -131,7 +131,7 @@ def _guard_events(trace_id: str, tree: pd.DataFrame) -> None:
     else:
         events["event"] = [EVENT_LABELS.get(n, n) for n in events["name"]]
         st.caption("Decisions the harness's guards took during the run, in time order (details as recorded).")
-        st.dataframe(
+        ui.table(
             events[["offset_ms", "event", "shape", "action", "tool", "cause", "attributes", "span_name"]],
             hide_index=True,
             column_config={
@@ -146,7 +146,7 @@ def _guard_events(trace_id: str, tree: pd.DataFrame) -> None:
     ]
     if not attempts.empty:
         st.caption("Retried and failed attempts, each charged as its own row:")
-        st.dataframe(
+        ui.table(
             attempts[["offset_ms", "name", "attempt", "retry_cause", "status_code", "error_type", "usd"]],
             hide_index=True,
             column_config={
@@ -191,7 +191,7 @@ def _trace_tree(tree: pd.DataFrame) -> None:
         "anthropic SDK's own tracing and an instrumentation) is charged once: the other span is marked "
         "'duplicate of' the charged one and costs nothing."
     )
-    st.dataframe(
+    ui.table(
         pd.DataFrame(rows),
         hide_index=True,
         column_config={
@@ -247,7 +247,7 @@ def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
         "of it (broken, with the first changed block), or why it used no cache: no breakpoint, or a prefix below "
         "the model's minimum cacheable length."
     )
-    st.dataframe(
+    ui.table(
         turns[TURN_COLUMNS],
         hide_index=True,
         column_config={
@@ -295,7 +295,7 @@ def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:
             f"What turn {turn} sent, part by part. Tokens are an estimate (characters / 4 of the JSON); "
             f"the provider counted {count(sum(row[k] for k in _INPUT_COLUMNS))} input tokens."
         )
-        st.dataframe(
+        ui.table(
             pd.DataFrame(
                 [
                     {"part": p.part, "what": p.label, "chars": p.chars, "≈ tokens": p.tokens, "share": p.tokens / total}

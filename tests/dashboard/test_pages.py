@@ -364,8 +364,8 @@ def test_budgets_page_explains_itself_while_no_budget_exists(app, sample_db):
     at = app(sample_db, "budgets")
     assert "No budgets yet" in at.info[0].value and "turnledger budget add" in at.info[0].value
     assert "ships" not in at.info[0].value  # the feature exists: the page says how to use it
-    events = table(at, "spent_usd", "limit_usd")
-    assert events[["level", "spent_usd", "limit_usd", "fraction"]].values.tolist() == [["warn", 0.82, 1.0, 0.82]]
+    events = table(at, "spent", "limit", "fraction")
+    assert events[["level", "spent", "limit", "fraction"]].values.tolist() == [["warn", "$0.8200", "$1.00", 0.82]]
 
 
 def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
@@ -384,11 +384,13 @@ def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
     )
     con.close()
     at = app(db, "budgets")
-    budgets = table(at, "current_usd", "limit_usd", "used")
+    budgets = table(at, "value", "limit", "used", "burn_rate")
     by_name = budgets.set_index("name")
-    assert by_name.loc["acme monthly", ["limit_usd", "last_level", "alerts"]].tolist() == [100.0, "exceeded", 2]
-    assert by_name.loc["acme monthly", "current_usd"] == 0.0  # no acme spend this calendar month: the samples are older
-    assert pd.isna(by_name.loc["cache floor", "limit_usd"])  # a rate is never shown as money
+    assert by_name.loc["acme monthly", ["limit", "last_level", "alerts"]].tolist() == ["$100.00", "exceeded", 2]
+    assert by_name.loc["acme monthly", "value"] == "$0.00"  # no acme spend this calendar month: the samples are older
+    # A rate is never shown as money, and in the same format as the alert table (and `budget list`).
+    assert by_name.loc["cache floor", "limit"] == "50.0%"
+    assert pd.isna(by_name.loc["cache floor", "used"])  # a floor is not "used up"
     alerts = table(at, "fired_at", "level", "budget")
     assert sorted(alerts[["budget", "level", "value", "limit"]].values.tolist()) == [
         ["acme monthly", "exceeded", "$130.00", "$100.00"],
