@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from datetime import date, datetime
 from pathlib import Path
@@ -74,6 +75,18 @@ def values(v: Any) -> list[Any]:
 
 def first(df: pd.DataFrame) -> dict[str, Any]:
     return df.to_dict("records")[0]
+
+
+def waterfall(at: AppTest) -> list[tuple[str, dict[str, str], list[str]]]:
+    """The trace waterfall's spans: (expander label, timing and figures, arguments/result shown)."""
+    out = []
+    for exp in at.expander:
+        if not re.match(r"^(↳ )*\d+\. ", exp.label):
+            continue
+        (details,) = [d.value for d in exp.dataframe]
+        shown = [c.value for c in exp.code] + [j.value for j in exp.json]
+        out.append((exp.label, details["value"].to_dict(), shown))
+    return out
 
 
 def table(at: AppTest, *columns: str) -> pd.DataFrame:
@@ -282,9 +295,11 @@ def test_run_explorer_shows_the_five_turn_run(app, sample_db, rows):
     assert turns["cumulative_usd"].iloc[-1] == pytest.approx(0.0997)
     assert turns["cache"].tolist() == ["written", "cached", "cached", "cached", "cached"]
 
-    tree = table(at, "span", "duration (ms)")
-    assert len(tree) == 9 and tree["span"].iloc[0] == "invoke_agent support-agent"
-    assert tree["cost"].dropna().round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]
+    spans = waterfall(at)
+    assert len(spans) == 9 and spans[0][0].startswith("1. agent run · at 0 ms for ")
+    assert [d["cost"] for _, d, _ in spans if "cost" in d] == ["$0.0427", "$0.0149", "$0.0123", "$0.0150", "$0.0147"]
+    assert all(label.startswith("↳ ") for label, _, _ in spans[1:])  # children indented under the run
+    assert "Trace waterfall" in [h.value for h in at.subheader]
     events = table(at, "event", "attributes")
     assert events["event"].tolist() == ["offload"]
 
@@ -324,10 +339,10 @@ def test_run_explorer_shows_guard_events_and_retry_charges(app, sample_db):
     assert events["event"].tolist() == ["retry", "loop trip", "loop trip"]
     assert events["action"].tolist()[1:] == ["nudge", "halt"]
     attempts = table(at, "attempt", "retry_cause")
-    assert attempts["usd"].tolist() == pytest.approx([0.0, 0.00495])
-    tree = table(at, "span", "status")
-    assert (tree["status"] == "UNSET · soft failure").sum() == 5
-    assert "0 results" in tree["result / message"].tolist()
+    assert attempts["billed"].tolist() == ["$0: failed, not billed", usd(0.00495)]  # a failed attempt's $0, said why
+    spans = waterfall(at)
+    assert sum(label.endswith("· soft failure") for label, _, _ in spans) == 5
+    assert any("0 results" in text for _, _, shown in spans for text in shown)  # a tool's result beside its timing
 
 
 def test_run_explorer_finds_runs_by_cost_and_stop_cause(app, sample_db):
@@ -335,7 +350,7 @@ def test_run_explorer_finds_runs_by_cost_and_stop_cause(app, sample_db):
     at.selectbox(key="find_cause").select("max_steps").run()
     found = table(at, "trace_id", "usd_total", "soft_failures")
     assert found["trace_id"].tolist() == ["b70f36bc38254433cfd5faee14c1b6a5"]
-    assert metrics(at)["Turns"][0] == "40"
+    assert metrics(at)["Agent turns"][0] == "40"
     assert "never used the prompt cache" in at.info[0].value
     assert "recorded without its request payload" in at.info[-1].value
 
@@ -508,8 +523,8 @@ def test_pages_show_the_1_hour_cache_write_term(app, one_hour_db):
     at = app(db, "run_explorer", trace=trace_id)
     turns = table(at, "turn", "cumulative_usd")
     assert (turns["cache_write_tokens"].tolist(), turns["cache_write_1h_tokens"].tolist()) == ([0], [6_100])
-    tree = table(at, "span", "duration (ms)")
-    assert tree["input tokens"].dropna().tolist() == [6_141]  # every input-side term, the 1-hour writes included
+    calls = [d for _, d, _ in waterfall(at) if "input tokens" in d]
+    assert [d["input tokens"] for d in calls] == ["6,141"]  # every input-side term, the 1-hour writes included
 
     at = app(db, "models")
     units = table(at, "input", "cache_write_1h").set_index("model")
