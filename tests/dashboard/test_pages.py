@@ -114,8 +114,8 @@ def test_overview_headline_numbers_are_the_ledgers(app, sample_db, rows):
     assert shown["Most expensive run"][0] == usd(cost["max_usd"])
     assert shown["Cost per successful run"][0] == usd(success["usd_per_successful_run"]) == "$1.44"
     assert shown["Cache hit rate"] == (pct(cache["hit_rate"]), cache["verdict"]) == ("4.0%", "broken")
-    assert shown["Retry charges"][0] == usd(retry["usd"].sum()) == "$0.0050"
-    assert shown["Retry charges"][1] == f"{pct(retry['share_of_spend'].sum(), 2)} of spend"
+    assert shown["Retry charges (answered)"][0] == usd(retry["usd"].sum()) == "$0.0050"
+    assert shown["Retry charges (answered)"][1] == f"{pct(retry['share_of_spend'].sum(), 2)} of spend"
     assert shown["Loop-detector trips"][0] == str(int(guards["loop_trips"])) == "2"
     assert shown["Step-cap stops"][0] == pct(guards["step_cap_rate"]) == "10.0%"
     assert shown["Budget stops"][0] == pct(guards["budget_stop_rate"]) == "0.0%"
@@ -299,6 +299,8 @@ def test_run_explorer_shows_the_five_turn_run(app, sample_db, rows):
     assert len(spans) == 9 and spans[0][0].startswith("1. agent run · at 0 ms for ")
     assert [d["cost"] for _, d, _ in spans if "cost" in d] == ["$0.0427", "$0.0149", "$0.0123", "$0.0150", "$0.0147"]
     assert all(label.startswith("↳ ") for label, _, _ in spans[1:])  # children indented under the run
+    search = next(shown for _, d, shown in spans if d.get("tool") == "search_docs")
+    assert any("rotate API key" in str(x) for x in search) and "38,059 chars" in search  # arguments and result
     assert "Trace waterfall" in [h.value for h in at.subheader]
     events = table(at, "event", "attributes")
     assert events["event"].tolist() == ["offload"]
@@ -364,7 +366,7 @@ def test_guards_page_shows_loop_and_retry_figures(app, sample_db, rows):
     assert shown["Loop-detector trips"][0] == "2" and shown["Runs that looped"][0] == "1"
     assert shown["Spent inside loops"][0] == usd(loops["loop_usd"]) == "$0.0237"
     assert shown["Spend of looping runs"][0] == usd(loops["spend_in_affected_runs"]) == "$0.0335"
-    assert shown["Retried attempts"][0] == "1" and shown["Retry charges"][0] == usd(retry["retry_usd"])
+    assert shown["Retried attempts"][0] == "1" and shown["Retry charges (answered)"][0] == usd(retry["retry_usd"])
     loop_runs = table(at, "repeated_calls", "loop_usd")
     assert loop_runs[["tool", "trips", "repeated_calls"]].values.tolist() == [["search_docs", 2, 5]]
     figs = figures(at)
@@ -531,3 +533,24 @@ def test_pages_show_the_1_hour_cache_write_term(app, one_hour_db):
     assert units.loc["claude-sonnet-4-6", ["input", "cache_write", "cache_write_1h"]].tolist() == pytest.approx(
         [3, 3.75, 6]
     )
+
+
+def test_a_step_cap_halt_is_not_counted_as_a_loop_detector_trip(app, sample_db, tmp_path):
+    from collector.otlp import read_file
+    from ledger.ingest import ingest
+
+    from .test_step_cap_halts import STEP_CAPPED
+
+    db = tmp_path / "step_cap.duckdb"
+    shutil.copy(sample_db, db)
+    con = open_ledger(db)
+    ingest(con, read_file(STEP_CAPPED))  # a run stopped by max_steps: one `step_cap · halt` event
+    con.close()
+    shown = metrics(app(db, "guards"))
+    assert shown["Loop-detector trips"] == ("2", "+ 1 step-cap halt")  # the samples' two repeat trips only
+    assert shown["Runs that looped"][0] == "1"
+    trace_id = read_file(STEP_CAPPED)[0].trace_id
+    at = app(db, "run_explorer", trace=trace_id)
+    shown = metrics(at)
+    assert (shown["Loop-detector trips"][0], shown["Step-cap halts"][0]) == ("0", "1")
+    assert table(at, "event", "attributes")["event"].tolist() == ["step-cap halt"]
