@@ -256,8 +256,10 @@ def _spent(amount: Any, tokens: Any) -> str:
 
 def _budget_events() -> None:
     f = ui.current_filters()
-    events = load(q.budget_events, f, limit=200)
     st.subheader("Budget events recorded on runs", anchor=False)
+    if not ui.has_runs(f):
+        return
+    events = load(q.budget_events, f, limit=200)
     if events.empty:
         st.caption("No run has recorded a budget warning or stop (these come from the harness's per-run budgets).")
         return

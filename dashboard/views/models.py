@@ -54,6 +54,8 @@ def render() -> None:
             "This is the price book of the dashboard's own process; the server priced charges with its own (see below)."
         )
 
+    if not ui.has_runs(f):  # the price book stands; what priced the charges depends on the selection
+        return
     unpriced = load(q.unpriced_models, f)
     st.subheader("Unpriced models", anchor=False)
     if unpriced.empty:

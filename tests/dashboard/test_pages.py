@@ -554,3 +554,26 @@ def test_a_step_cap_halt_is_not_counted_as_a_loop_detector_trip(app, sample_db, 
     shown = metrics(at)
     assert (shown["Loop-detector trips"][0], shown["Step-cap halts"][0]) == ("0", "1")
     assert table(at, "event", "attributes")["event"].tolist() == ["step-cap halt"]
+
+
+@pytest.mark.parametrize("page", ["models", "budgets", "overview", "long_tail", "guards", "run_explorer"])
+def test_a_filter_that_matches_nothing_says_so(app, sample_db, page):
+    at = app(
+        sample_db, None if page == "overview" else page, range="custom", **{"from": "2020-01-01", "to": "2020-01-02"}
+    )
+    assert any("No runs match the filters" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_token_budget_events_show_tokens_spent_against_the_limit(app, sample_db, tmp_path):
+    from collector.otlp import read_file
+    from ledger.ingest import ingest
+
+    db = tmp_path / "tokens.duckdb"
+    shutil.copy(sample_db, db)
+    con = open_ledger(db)
+    ingest(con, read_file(Path(__file__).resolve().parents[2] / "sample_traces" / "harness" / "budget_burner.json"))
+    con.close()
+    events = table(app(db, "budgets"), "spent", "limit", "fraction")
+    tokens = events[events["spent"].str.endswith("tokens")]
+    assert not tokens.empty and tokens["limit"].str.endswith(" tokens").all()
+    assert "None" not in events.astype(str).to_numpy().ravel().tolist()
