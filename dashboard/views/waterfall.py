@@ -13,6 +13,7 @@ label (rendered as markdown) is built from our own words and numbers.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import re
 from typing import Any
 
 import pandas as pd
@@ -28,6 +29,8 @@ __all__ = ["MAX_DETAILED", "render", "span_details", "span_label"]
 MAX_DETAILED = 200  # spans opened one by one below the chart; a longer run shows its first ones
 _KINDS = {"invoke_agent": "agent run", "chat": "model call", "execute_tool": "tool call"}
 _INPUT_COLUMNS = input_token_columns()
+# A span name goes into an expander label (markdown) only when it holds nothing markdown could act on.
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_.\- ]{1,80}$")
 
 
 def _text(value: Any) -> str | None:
@@ -35,8 +38,12 @@ def _text(value: Any) -> str | None:
 
 
 def span_label(index: int, depth: int, span: Mapping[str, Any]) -> str:
-    """An expander label from our own words: position, kind, timing, status (no span-provided text)."""
+    """An expander label from our own words (position, kind, timing, status), and the span's name only
+    when it is plain letters, digits and ``_.-`` (anything else is shown inside, as text)."""
     kind = _KINDS.get(str(span.get("operation")), "span")
+    name = str(span.get("name") or "")
+    if _PLAIN_NAME.match(name):
+        kind = f"{kind} {name}"
     status = " · error" if span.get("status_code") == "ERROR" else " · soft failure" if span.get("soft_failure") else ""
     start, duration = float(span.get("offset_ms") or 0), float(span.get("duration_ms") or 0)
     return f"{'↳ ' * depth}{index}. {kind} · at {start:,.0f} ms for {duration:,.0f} ms{status}"

@@ -296,7 +296,7 @@ def test_run_explorer_shows_the_five_turn_run(app, sample_db, rows):
     assert turns["cache"].tolist() == ["written", "cached", "cached", "cached", "cached"]
 
     spans = waterfall(at)
-    assert len(spans) == 9 and spans[0][0].startswith("1. agent run · at 0 ms for ")
+    assert len(spans) == 9 and spans[0][0].startswith("1. agent run invoke_agent support-agent · at 0 ms for ")
     assert [d["cost"] for _, d, _ in spans if "cost" in d] == ["$0.0427", "$0.0149", "$0.0123", "$0.0150", "$0.0147"]
     assert all(label.startswith("↳ ") for label, _, _ in spans[1:])  # children indented under the run
     search = next(shown for _, d, shown in spans if d.get("tool") == "search_docs")
@@ -577,3 +577,11 @@ def test_token_budget_events_show_tokens_spent_against_the_limit(app, sample_db,
     tokens = events[events["spent"].str.endswith("tokens")]
     assert not tokens.empty and tokens["limit"].str.endswith(" tokens").all()
     assert "None" not in events.astype(str).to_numpy().ravel().tolist()
+
+
+def test_a_hostile_span_name_never_reaches_a_waterfall_label(app, extended_db):
+    from .conftest import HOSTILE
+
+    at = app(extended_db, "run_explorer", trace=HOSTILE)
+    labels = [label for label, _, _ in waterfall(at)]
+    assert labels and not [x for x in labels if any(ch in x for ch in "<>[]()!:*`")]  # our words and numbers only
