@@ -12,8 +12,8 @@ label (rendered as markdown) is built from our own words and numbers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd

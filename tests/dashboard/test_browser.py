@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def base_url(extended_db: Path) -> Iterator[str]:
+@contextmanager
+def _dashboard(db: Path) -> Iterator[str]:
+    """A dashboard on ``db``, started as `turnledger dashboard` and `up` start it; its URL."""
     port = _free_port()
-    proc = start_dashboard(db=extended_db, port=port)  # as `turnledger dashboard` and `up` start it
+    proc = start_dashboard(db=db, port=port)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
@@ -55,6 +57,12 @@ def base_url(extended_db: Path) -> Iterator[str]:
             proc.wait(timeout=15)
         except Exception:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def base_url(extended_db: Path) -> Iterator[str]:
+    with _dashboard(extended_db) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -294,18 +302,8 @@ def budget_dashboard(sample_db: Path, tmp_path: Path) -> Iterator[tuple[str, Pat
 
     db = tmp_path / "budgets.duckdb"
     shutil.copy(sample_db, db)
-    port = _free_port()
-    proc = start_dashboard(db=db, port=port)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc)
+    with _dashboard(db) as url:
         yield url, db
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except Exception:
-            proc.kill()
 
 
 def _budget_list(db: Path) -> list[dict[str, Any]]:
