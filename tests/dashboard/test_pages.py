@@ -585,3 +585,48 @@ def test_a_hostile_span_name_never_reaches_a_waterfall_label(app, extended_db):
     at = app(extended_db, "run_explorer", trace=HOSTILE)
     labels = [label for label, _, _ in waterfall(at)]
     assert labels and not [x for x in labels if any(ch in x for ch in "<>[]()!:*`")]  # our words and numbers only
+
+
+def test_budgets_are_managed_through_the_server_the_page_reads_from(sample_db, tmp_path, monkeypatch):
+    """While `turnledger serve` owns the file, the page's changes go through its budget routes."""
+    from collector.client import ServerClient
+    from collector.receiver import CollectorServer, ServerConfig
+
+    served = tmp_path / "served.duckdb"
+    shutil.copy(sample_db, served)
+    server = CollectorServer(ServerConfig(port=0, db=served)).start()
+    try:
+        monkeypatch.setenv("TURNLEDGER_SERVER", server.url)
+        client = ServerClient(server.url)
+        at = AppTest.from_file(str(APP), default_timeout=60)
+        at.switch_page("views/budgets.py")
+        at.run()
+        at.selectbox(key="budget_add_metric").select("cache_hit_rate").run()
+        at.text_input(key="budget_add_name").input("cache-floor")
+        at.number_input(key="budget_add_limit_cache_hit_rate").set_value(40.0)  # typed as a percentage
+        next(b for b in at.button if b.label == "Add budget").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        (rule,) = client.budgets()
+        assert (rule["name"], rule["metric"], rule["limit"], rule["enabled"]) == (
+            "cache-floor",
+            "cache_hit_rate",
+            "0.4",
+            True,
+        )
+        assert "Budget added." in [s.value for s in at.success]
+        shown = table(at, "burn_rate", "limit").set_index("name")
+        assert shown.loc["cache-floor", "limit"] == "40.0%"
+
+        at.toggle(key=f"budget_edit_on_{rule['id']}").set_value(False)
+        next(b for b in at.button if b.label == "Save changes").click().run()
+        (rule,) = client.budgets()
+        assert rule["enabled"] is False and rule["limit"] == "0.4"
+        assert table(at, "burn_rate", "limit").set_index("name").loc["cache-floor", "level"] == "disabled"
+
+        next(b for b in at.button if b.label == "Remove rule").click().run()
+        assert client.budgets() and at.warning  # not without the confirmation
+        at.checkbox(key=f"budget_edit_confirm_{rule['id']}").check()
+        next(b for b in at.button if b.label == "Remove rule").click().run()
+        assert client.budgets() == []
+    finally:
+        server.stop()
