@@ -74,11 +74,18 @@ def _alert_summary(figures: Any) -> str:
         parts.append(f"level then: {figures['level_now']}")
     inner = figures.get("figures")
     if isinstance(inner, dict):
-        parts += [f"{k.replace('_', ' ')}: {v}" for k, v in inner.items() if v is not None]
+        parts += [f"{k.replace('_', ' ')}: {_figure(k, v)}" for k, v in inner.items() if v is not None]
     projection = figures.get("projection")
     if isinstance(projection, dict) and projection.get("text"):
         parts.append(str(projection["text"]))
     return "; ".join(parts)
+
+
+def _figure(key: str, value: Any) -> str:
+    """One recorded figure: money as money (``spend``, ``*_usd``), counts with separators."""
+    if key == "spend" or key.endswith("_usd"):
+        return format_money(Decimal(str(value)))
+    return ui.count(value) if isinstance(value, int) else str(value)
 
 
 def _limit_input(where: Any, label: str, metric: str, value: Decimal | None, key: str) -> Decimal:

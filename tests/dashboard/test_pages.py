@@ -396,8 +396,10 @@ def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
     )
     # One evaluation that crosses both lines records warn and exceeded at the same instant.
     con.execute(
-        "INSERT INTO alerts (id, budget_id, level, fired_at, value) VALUES ('a0', 'b1', 'warn', TIMESTAMP '2026-11-30 10:00', 130),"
-        " ('a1', 'b1', 'exceeded', TIMESTAMP '2026-11-30 10:00', 130), ('a2', 'b2', 'warn', TIMESTAMP '2026-11-30 09:00', 0.42)"
+        "INSERT INTO alerts (id, budget_id, level, fired_at, value, figures) VALUES ('a0', 'b1', 'warn', "
+        "TIMESTAMP '2026-11-30 10:00', 130, '{\"level_now\": \"exceeded\", \"figures\": {\"spend\": \"130\", \"charges\": 1204}}'),"
+        " ('a1', 'b1', 'exceeded', TIMESTAMP '2026-11-30 10:00', 130, NULL),"
+        " ('a2', 'b2', 'warn', TIMESTAMP '2026-11-30 09:00', 0.42, NULL)"
     )
     con.close()
     at = app(db, "budgets")
@@ -414,6 +416,8 @@ def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
         ["acme monthly", "warn", "$130.00", "$100.00"],
         ["cache floor", "warn", "42.0%", "50.0%"],
     ]
+    # The figures an alert recorded, in words and units, not raw JSON.
+    assert "level then: exceeded; spend: $130.00; charges: 1,204" in alerts["figures"].tolist()
 
 
 # --- 6. Models & prices ------------------------------------------------------------------------------
