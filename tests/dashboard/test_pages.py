@@ -397,7 +397,7 @@ def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
     # One evaluation that crosses both lines records warn and exceeded at the same instant.
     con.execute(
         "INSERT INTO alerts (id, budget_id, level, fired_at, value, figures) VALUES ('a0', 'b1', 'warn', "
-        "TIMESTAMP '2026-11-30 10:00', 130, '{\"level_now\": \"exceeded\", \"figures\": {\"spend\": \"130\", \"charges\": 1204}}'),"
+        'TIMESTAMP \'2026-11-30 10:00\', 130, \'{"level_now": "exceeded", "figures": {"spend": "130", "charges": 1204}}\'),'
         " ('a1', 'b1', 'exceeded', TIMESTAMP '2026-11-30 10:00', 130, NULL),"
         " ('a2', 'b2', 'warn', TIMESTAMP '2026-11-30 09:00', 0.42, NULL)"
     )
