@@ -210,6 +210,10 @@ class ServerClient:
         doc: dict[str, Any] = self._json("POST", BUDGETS_PATH, body=rule, route=_BUDGETS)
         return doc
 
+    def edit_budget(self, id_or_name: str, changes: dict[str, Any]) -> dict[str, Any]:
+        doc: dict[str, Any] = self._json("POST", budget_path(id_or_name), body=changes, route=_BUDGETS)
+        return doc
+
     def remove_budget(self, id_or_name: str) -> dict[str, Any]:
         doc: dict[str, Any] = self._json("DELETE", budget_path(id_or_name), route=_BUDGETS)
         return doc

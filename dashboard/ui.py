@@ -10,6 +10,7 @@ plotly labels go through ``plain`` first.
 from __future__ import annotations
 
 import html
+import json
 import math
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -34,12 +35,15 @@ __all__ = [
     "guarded",
     "has_runs",
     "metric",
+    "missing",
+    "parsed_json",
     "pct",
     "plain",
     "plural",
     "render_sidebar",
     "run_link_column",
     "run_links",
+    "table",
     "usd",
 ]
 
@@ -75,9 +79,27 @@ _FILTER_HELP = {
 FILTERED_PAGES_NOTE = "Filters apply to every figure on Spend overview, Long tail, Guards, Models and the run search."
 
 
+MISSING = "—"  # what an empty figure or table cell shows (never "None")
+
+
 # --- formats ---------------------------------------------------------------------------
-def _missing(x: Any) -> bool:
+def missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA or x is pd.NaT
+
+
+def parsed_json(value: Any) -> Any:
+    """A JSON column's value as Python (DuckDB hands JSON over as text); unparsable text stays as it is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def table(data: Any, **kwargs: Any) -> Any:
+    """``st.dataframe`` with empty cells shown as a dash (Streamlit prints "None" by default)."""
+    return st.dataframe(data, placeholder=MISSING, **kwargs)
 
 
 def run_links(trace_ids: Any) -> list[str]:
@@ -92,8 +114,8 @@ def run_link_column() -> Any:
 
 def usd(x: Any) -> str:
     """$11.56 from a dollar up, $0.0997 below it, two significant digits under a hundredth of a cent."""
-    if _missing(x):
-        return "—"
+    if missing(x):
+        return MISSING
     x = float(x)
     if abs(x) >= 1:
         return f"${x:,.2f}"
@@ -103,16 +125,16 @@ def usd(x: Any) -> str:
 
 
 def pct(x: Any, digits: int = 1) -> str:
-    return "—" if _missing(x) else f"{float(x):.{digits}%}"
+    return MISSING if missing(x) else f"{float(x):.{digits}%}"
 
 
 def plain(text: Any) -> str:
     """A data value made safe as a plotly label: plotly reads a subset of HTML in labels."""
-    return html.escape("" if _missing(text) else str(text), quote=False)
+    return html.escape("" if missing(text) else str(text), quote=False)
 
 
 def first_row(df: pd.DataFrame) -> dict[str, Any]:
-    return {} if df.empty else {k: (None if _missing(v) else v) for k, v in df.iloc[0].items()}
+    return {} if df.empty else {k: (None if missing(v) else v) for k, v in df.iloc[0].items()}
 
 
 def bucket_for(span: timedelta) -> str:

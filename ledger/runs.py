@@ -20,7 +20,11 @@ from . import terms
 from .tables import table
 from .terms import PriceTerm
 
-__all__ = ["defer", "earliest", "refresh_pending_runs", "refresh_runs", "refresh_with_pending"]
+__all__ = ["STEP_CAP_SHAPE", "defer", "earliest", "refresh_pending_runs", "refresh_runs", "refresh_with_pending"]
+
+# The harness reports its step limit as a loop trip of this shape (a halt); runs count it as a
+# step-cap halt, apart from the loop detector's own trips (repeat, cycle, stall).
+STEP_CAP_SHAPE = "step_cap"
 
 
 def _attr(alias: str, key: str) -> str:
@@ -60,6 +64,7 @@ def _run_values() -> dict[str, str]:
         "tool_calls": "sp.tool_calls",
         "soft_failures": "sp.soft_failures",
         "loop_trips": "coalesce(ge.loop_trips, 0)",
+        "step_cap_halts": "coalesce(ge.step_cap_halts, 0)",
         "retry_attempts": "coalesce(ch.retry_attempts, 0)",
         "unpriced_calls": "coalesce(ch.unpriced_calls, 0)",
         "invalid_usage_calls": "coalesce(ch.invalid_usage_calls, 0)",
@@ -99,7 +104,9 @@ ch AS (
     FROM charges c JOIN t USING (trace_id) WHERE c.start_time >= $since GROUP BY c.trace_id
 ),
 ge AS (
-    SELECT g.trace_id, count(*) FILTER (WHERE g.name = '{loop_trip}') AS loop_trips
+    SELECT g.trace_id,
+           count(*) FILTER (WHERE g.name = '{loop_trip}' AND g.shape IS DISTINCT FROM '{step_cap}') AS loop_trips,
+           count(*) FILTER (WHERE g.name = '{loop_trip}' AND g.shape = '{step_cap}') AS step_cap_halts
     FROM guard_events g JOIN t USING (trace_id) GROUP BY g.trace_id
 )
 SELECT {values}
@@ -117,6 +124,7 @@ def _refresh_sql(_terms: tuple[PriceTerm, ...]) -> str:  # keyed by the terms, s
         soft_failure=_attr("s", c.TOOL_SOFT_FAILURE),
         term_sums=",\n           ".join(sums),
         loop_trip=c.EVENT_LOOP_TRIP,
+        step_cap=STEP_CAP_SHAPE,
         values=",\n    ".join(runs.in_order(_run_values())),
     )
 

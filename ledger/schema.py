@@ -15,6 +15,8 @@ from collections.abc import Callable
 import duckdb
 
 from . import terms
+from .conventions import EVENT_LOOP_TRIP
+from .runs import STEP_CAP_SHAPE
 from .tables import USD, term_columns
 
 __all__ = ["MIGRATIONS", "add_term_columns", "migrate", "pending_migrations", "schema_version"]
@@ -276,6 +278,19 @@ def _v6_invalid_usage(con: duckdb.DuckDBPyConnection) -> None:
     _alter_indexed(con, "runs", ["ALTER TABLE runs ADD COLUMN invalid_usage_calls INTEGER NOT NULL DEFAULT 0"])
 
 
+def _v12_step_cap_and_enabled(con: duckdb.DuckDBPyConnection) -> None:
+    """A step-cap halt is the harness's step limit, not the loop detector: runs count it apart
+    (``step_cap_halts``) and ``loop_trips`` no longer includes it. A budget rule can be
+    switched off without losing it or its alert history."""
+    _alter_indexed(con, "runs", ["ALTER TABLE runs ADD COLUMN step_cap_halts INTEGER NOT NULL DEFAULT 0"])
+    con.execute(
+        f"""UPDATE runs SET step_cap_halts = g.halts, loop_trips = runs.loop_trips - g.halts
+FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_LOOP_TRIP}' AND shape = '{STEP_CAP_SHAPE}'
+      GROUP BY trace_id) g WHERE g.trace_id = runs.trace_id"""
+    )
+    con.execute("ALTER TABLE budgets ADD COLUMN enabled BOOLEAN NOT NULL DEFAULT true")
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -285,6 +300,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (6, "invalid usage flag", _v6_invalid_usage),
     (7, "one charge per billed call", _V7_CALL_COPIES),
     (9, "span links", "ALTER TABLE spans ADD COLUMN links JSON DEFAULT '[]'"),
+    (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
 ]
 
 

@@ -123,7 +123,7 @@ def _later_terms() -> tuple[Column, ...]:
 _APPENDED = {
     "spans": _columns("links JSON"),  # 9: the span's links, their attributes redacted
     "charges": _columns("invalid_usage BOOLEAN"),  # 6: usage that could not be taken as reported
-    "runs": _columns("invalid_usage_calls INTEGER"),  # 6
+    "runs": _columns("invalid_usage_calls INTEGER, step_cap_halts INTEGER"),  # 6, 12
 }
 
 

@@ -1,4 +1,4 @@
-"""``turnledger budget add|list|show|rm|check|sweep`` and ``turnledger alerts``.
+"""``turnledger budget add|edit|list|show|rm|check|sweep`` and ``turnledger alerts``.
 
 Plugged into ``collector.cli`` (it calls ``add_budget``/``cmd_budget`` and
 ``add_alerts``/``cmd_alerts``). Every command takes ``--db``. Reading commands
@@ -29,7 +29,7 @@ def _json_flag(p: argparse.ArgumentParser) -> None:
 
 # --- budget ----------------------------------------------------------------------------------
 def add_budget(p: argparse.ArgumentParser) -> None:
-    """Add, list, show and remove budget rules."""
+    """Add, edit, list, show and remove budget rules."""
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     a = sub.add_parser("add", help="add a budget (spend) or metric rule", description="Add a budget or metric rule.")
@@ -56,6 +56,20 @@ def add_budget(p: argparse.ArgumentParser) -> None:
         "--slack", action="append", default=[], metavar="URL", help="POST a Slack {text} alert here (repeat)"
     )
     add_source(a, read_only=False)
+
+    ed = sub.add_parser(
+        "edit",
+        help="change a rule's limit or warn fraction, or switch it off and on",
+        description="Change a rule's limit or warn fraction, or disable/enable it (a disabled rule is kept and "
+        "listed, but neither evaluated nor enforced). Its scope, window and metric stay: rm and add to change those.",
+    )
+    ed.add_argument("budget", metavar="NAME_OR_ID")
+    ed.add_argument("--limit", default=None, help="the new limit, in the rule's unit (USD, or 0..1 for a rate)")
+    ed.add_argument("--warn-at", type=float, default=None, metavar="FRACTION", help="warn at this fraction (0..1]")
+    switch = ed.add_mutually_exclusive_group()
+    switch.add_argument("--disable", dest="enabled", action="store_false", default=None, help="switch the rule off")
+    switch.add_argument("--enable", dest="enabled", action="store_true", help="switch it back on")
+    add_source(ed, read_only=False)
 
     ls = sub.add_parser("list", help="every rule with its current value and level")
     _json_flag(ls)

@@ -28,6 +28,7 @@ from ledger.budgets.service import (
     budget_doc,
     budget_row,
     budget_statuses,
+    edit_budget,
     remove_budget,
     rule_from_request,
     sweep_doc,
@@ -139,6 +140,15 @@ def _budget_show(a: argparse.Namespace) -> int:
     return 0
 
 
+def _budget_edit(a: argparse.Namespace) -> int:
+    options = {"limit": a.limit, "soft_fraction": a.warn_at, "enabled": a.enabled}
+    changes = {k: v for k, v in options.items() if v is not None}
+    client = _client(a)
+    rule = client.edit_budget(a.budget, changes) if client else edit_budget(_write(a.db), a.budget, changes)
+    print(f"edited {rule['id']}: {rule['description']}")
+    return 0
+
+
 def _budget_rm(a: argparse.Namespace) -> int:
     client = _client(a)
     rule = client.remove_budget(a.budget) if client else remove_budget(_write(a.db), a.budget)
@@ -178,6 +188,7 @@ def _budget_sweep(a: argparse.Namespace) -> int:
 def run_budget(a: argparse.Namespace) -> int:
     return {
         "add": _budget_add,
+        "edit": _budget_edit,
         "list": _budget_list,
         "show": _budget_show,
         "rm": _budget_rm,

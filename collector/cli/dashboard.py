@@ -21,16 +21,26 @@ from ledger.settings import dashboard_password, db_path, server_url
 
 from .args import add_db
 
-__all__ = ["DEFAULT_DASHBOARD_PORT", "add_dashboard", "cmd_dashboard", "start_dashboard", "stop_process"]
+__all__ = [
+    "DEFAULT_DASHBOARD_PORT",
+    "add_browser_flags",
+    "add_dashboard",
+    "cmd_dashboard",
+    "start_dashboard",
+    "stop_process",
+]
 
 DEFAULT_DASHBOARD_PORT = 8501
 
 
 def start_dashboard(
     *, server: str | None = None, db: Path | None = None, port: int = DEFAULT_DASHBOARD_PORT,
-    address: str = "127.0.0.1", headless: bool = True,
+    address: str = "127.0.0.1", headless: bool = True, usage_stats: bool = False,
 ) -> subprocess.Popen[bytes]:  # fmt: skip
     """The dashboard as a child process (``python -m dashboard``); the caller stops it.
+
+    Headless (no browser window, so Streamlit never stops at its first-run e-mail
+    question) and without Streamlit's usage statistics, unless asked.
 
     Raises :class:`~ledger.exposure.DashboardExposed` before starting anything when
     ``address`` is not loopback and no login is configured."""
@@ -41,8 +51,9 @@ def start_dashboard(
     cmd = [sys.executable, "-m", "dashboard", "--port", str(port), "--address", address]
     if db is not None and not server:
         cmd += ["--db", str(Path(db).resolve())]
-    if headless:
-        cmd.append("--headless")
+    cmd.append("--headless" if headless else "--no-headless")
+    if usage_stats:
+        cmd.append("--usage-stats")
     return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
 
 
@@ -73,7 +84,21 @@ def add_dashboard(p: argparse.ArgumentParser) -> None:
         help="interface to listen on (default 127.0.0.1: captured prompts are shown). Any other address "
         "requires a login: $TURNLEDGER_DASHBOARD_PASSWORD, or Streamlit's OIDC ([auth] in .streamlit/secrets.toml)",
     )
-    p.add_argument("--headless", action="store_true", help="do not open a browser window")
+    add_browser_flags(p)
+
+
+def add_browser_flags(p: argparse.ArgumentParser) -> None:
+    """How Streamlit starts (``dashboard`` and ``up``): headless, no usage statistics, unless asked."""
+    p.add_argument(
+        "--headless",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="headless (the default) opens no browser window and asks nothing; --no-headless opens one "
+        "(Streamlit may then ask its one-time e-mail question in this terminal)",
+    )
+    p.add_argument(
+        "--usage-stats", action="store_true", help="let Streamlit send its usage statistics (off by default)"
+    )
 
 
 def cmd_dashboard(a: argparse.Namespace) -> int:
@@ -84,7 +109,9 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
             f"no ledger at {str(db)!r}: run `turnledger ingest sample_traces/ --db {db}` or start "
             "`turnledger serve` and send spans first"
         )
-    proc = start_dashboard(server=server, db=Path(db), port=a.port, address=a.address, headless=a.headless)
+    proc = start_dashboard(
+        server=server, db=Path(db), port=a.port, address=a.address, headless=a.headless, usage_stats=a.usage_stats
+    )
     print(f"turnledger dashboard on http://{a.address}:{a.port}  (reading {server or db}; Ctrl-C stops it)")
 
     def _stop(signum: int, frame: object) -> None:

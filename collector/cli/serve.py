@@ -25,7 +25,7 @@ from ledger.errors import MalformedInput, TurnledgerError
 from ledger.exposure import dashboard_login, is_loopback, oidc_configured
 from ledger.settings import ALLOW_PRIVATE_WEBHOOKS, dashboard_password, db_path, prices_file, redaction_settings, token
 
-from .dashboard import DEFAULT_DASHBOARD_PORT, start_dashboard, stop_process
+from .dashboard import DEFAULT_DASHBOARD_PORT, add_browser_flags, start_dashboard, stop_process
 from .ingest import expand_paths
 
 if TYPE_CHECKING:
@@ -137,6 +137,7 @@ def add_up(p: argparse.ArgumentParser) -> None:
         help="dashboard interface (default 127.0.0.1); any other needs $TURNLEDGER_DASHBOARD_PASSWORD or OIDC",
     )
     p.add_argument("--no-dashboard", action="store_true", help="start only the collector")
+    add_browser_flags(p)
     p.add_argument(
         "--samples",
         type=Path,
@@ -329,7 +330,10 @@ def cmd_up(a: argparse.Namespace) -> int:
         server.start()
         dashboard_url = None
         if not a.no_dashboard:
-            dashboard = start_dashboard(server=server.url, port=a.dashboard_port, address=a.dashboard_address)
+            dashboard = start_dashboard(
+                server=server.url, port=a.dashboard_port, address=a.dashboard_address,
+                headless=a.headless, usage_stats=a.usage_stats,
+            )  # fmt: skip
             dashboard_url = f"http://{_reach(a.dashboard_address)}:{a.dashboard_port}"
         print("turnledger is up", flush=True)
         if dashboard_url:

@@ -10,7 +10,7 @@ Endpoints (all JSON errors are ``{"error": "..."}``):
 ``GET /api/context/{trace}/{span}``   the captured request payload of one model call
 ``POST /v1/budgets/check``            the harness's gate: may a model call in this scope go ahead?
 ``GET|POST /api/budgets``             budget rules with their current level; add one
-``GET|DELETE /api/budgets/{rule}``    one rule's figures and alerts; remove it
+``GET|POST|DELETE /api/budgets/{rule}`` one rule's figures and alerts; edit it; remove it
 ``POST /api/budgets/sweep``           evaluate every rule now (the server also sweeps every 15 s)
 ``GET /api/alerts``                   alert events, newest first, with their deliveries
 ``GET /healthz``                      liveness (never needs the token); with it, writer figures

@@ -23,7 +23,15 @@ import duckdb
 
 from ledger.budgets import BudgetError, Governor, UnknownBudget, check_request
 from ledger.budgets.routes import ALERTS_PATH, BUDGETS_PATH, CHECK_PATH, SWEEP_PATH
-from ledger.budgets.service import add_budget, alerts_doc, budget_doc, budget_statuses, remove_budget, sweep_result
+from ledger.budgets.service import (
+    add_budget,
+    alerts_doc,
+    budget_doc,
+    budget_statuses,
+    edit_budget,
+    remove_budget,
+    sweep_result,
+)
 from ledger.budgets.targets import TargetPolicy
 from ledger.budgets.windows import Clock, system_clock
 
@@ -130,7 +138,7 @@ def _route(
         return 200, budget_statuses(cur, clock)
     name = "/".join(req.parts[2:])  # a rule's name may hold "/" (sent as %2F or not)
     if req.method == "POST":
-        return 405, {"error": f"POST is not supported on {path}; POST {BUDGETS_PATH} adds a budget"}
+        return 200, edit_budget(cur, name, _json_body(req.body))
     if req.method == "DELETE":
         return 200, remove_budget(cur, name)
     return 200, budget_doc(cur, name, clock)

@@ -6,7 +6,7 @@ import streamlit as st
 
 from dashboard import charts, ui
 from dashboard.loaders import load
-from dashboard.ui import count, first_row, metric, pct, usd
+from dashboard.ui import count, first_row, metric, pct, plural, usd
 from ledger import queries as q
 
 
@@ -23,7 +23,15 @@ def render() -> None:
     guards = first_row(load(q.guard_summary, f))
     retry = first_row(load(q.charge_totals, f))
     c = st.columns(5)
-    metric(c[0], "Loop-detector trips", count(guards.get("loop_trips")), "Nudges and halts by the loop detector.")
+    metric(
+        c[0],
+        "Loop-detector trips",
+        count(guards.get("loop_trips")),
+        "Nudges and halts by the loop detector (repeat, cycle, stall); step-cap halts are counted apart.",
+        delta=f"+ {plural(guards.get('step_cap_halts'), 'step-cap halt')}",
+        delta_color="gray",
+        delta_arrow="off",
+    )
     metric(c[1], "Runs that looped", count(loops.get("runs_affected")), "Runs with at least one loop-detector trip.")
     metric(
         c[2],
@@ -43,9 +51,13 @@ def render() -> None:
     metric(c[0], "Retried attempts", count(retry.get("retry_attempts")), "Attempts after the first of a model call.")
     metric(
         c[1],
-        "Retry charges",
+        "Retry charges (answered)",
         usd(retry.get("retry_usd")),
-        "What those attempts were charged: a failed attempt is billed nothing, so this is the retries that were answered.",
+        "What the retried attempts that were answered cost. A failed attempt (429, 529, a timeout) got no answer "
+        "and is billed nothing by the provider.",
+        delta=f"{plural(retry.get('failed_attempts'), 'failed attempt')} at $0",
+        delta_color="gray",
+        delta_arrow="off",
     )
     metric(c[2], "Share of spend", pct(retry.get("retry_share_of_spend"), 2), "Retry charges as a share of all spend.")
     metric(
@@ -75,7 +87,7 @@ def render() -> None:
         st.caption(
             "Runs that looped, per tool. 'inside the loop' counts the model calls between the repeated tool calls."
         )
-        st.dataframe(
+        ui.table(
             runs[
                 [
                     "open",
@@ -114,7 +126,7 @@ def render() -> None:
                 "What retried attempts were charged, by the cause of the retry (HTTP 429 rate limit, 529 overloaded, connection…)."
             )
         with right:
-            st.dataframe(
+            ui.table(
                 causes,
                 hide_index=True,
                 column_config={

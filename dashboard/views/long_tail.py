@@ -11,8 +11,14 @@ from dashboard.ui import count, first_row, metric, pct, plural, usd
 from ledger import queries as q
 
 TOP = 20
-TAIL_COLUMNS = ["open", "usd_total", "times_median", "why", "turns", "hit_rate", "retry_attempts", "loop_trips",
-                "models", "stop_cause", "agent_name", "tenant", "started_at", "trace_id"]  # fmt: skip
+# Two tables over the same rows, each narrow enough for a laptop screen (no column cut off): why each
+# run was expensive, then who ran it and its other figures.
+WHY_COLUMNS = ["open", "usd_total", "times_median", "turns", "why"]
+MORE_COLUMNS = ["open", "usd_total", "hit_rate", "retry_attempts", "loop_trips", "stop_cause", "models", "agent_name",
+                "tenant", "started_at", "trace_id"]  # fmt: skip
+WHY_WIDTH_PX = 640  # the "why" column; what it holds beyond one line wraps onto up to three
+_ONE_LINE_CHARS = 90  # about what fits in one line of it
+_WRAPPED_ROW_PX = 72  # Streamlit wraps a cell's text only in rows taller than 4 rem
 
 
 def render() -> None:
@@ -54,22 +60,39 @@ def render() -> None:
             else ""
         )
     )
-    st.dataframe(
-        tail[TAIL_COLUMNS],
+    height = min(36 * (len(tail) + 1) + 3, 760)  # every listed run visible without scrolling
+    wrapped = len(tail) and int(tail["why"].str.len().max()) > _ONE_LINE_CHARS
+    row = _WRAPPED_ROW_PX if wrapped else 35
+    ui.table(
+        tail,
+        column_order=WHY_COLUMNS,
         hide_index=True,
-        height=min(36 * (len(tail) + 1) + 3, 760),  # every listed run visible without scrolling
+        row_height=row,
+        height=min(row * len(tail) + 39, 900),
         column_config={
             "open": ui.run_link_column(),
             "usd_total": st.column_config.NumberColumn("cost", format="$%.4f"),
             "times_median": st.column_config.NumberColumn("× median", format="%.1f×"),
-            "why": st.column_config.TextColumn("why it was expensive", width="large"),
-            "hit_rate": st.column_config.NumberColumn("cache hit rate", format="percent"),
-            "retry_attempts": "retries",
-            "loop_trips": "loop trips",
-            "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+            "why": st.column_config.TextColumn("why it was expensive", width=WHY_WIDTH_PX),
         },
         key="tail_table",
     )
+    with st.expander("Their other figures: cache, retries, loops, stop cause, who ran them"):
+        ui.table(
+            tail,
+            column_order=MORE_COLUMNS,
+            hide_index=True,
+            height=height,
+            column_config={
+                "open": ui.run_link_column(),
+                "usd_total": st.column_config.NumberColumn("cost", format="$%.4f"),
+                "hit_rate": st.column_config.NumberColumn("cache hit rate", format="percent"),
+                "retry_attempts": "retries",
+                "loop_trips": "loop trips",
+                "started_at": st.column_config.DatetimeColumn("started (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+            },
+            key="tail_more",
+        )
 
     left, right = st.columns(2)
     with left:

@@ -54,6 +54,8 @@ def render() -> None:
             "This is the price book of the dashboard's own process; the server priced charges with its own (see below)."
         )
 
+    if not ui.has_runs(f):  # the price book stands; what priced the charges depends on the selection
+        return
     unpriced = load(q.unpriced_models, f)
     st.subheader("Unpriced models", anchor=False)
     if unpriced.empty:
@@ -63,7 +65,7 @@ def render() -> None:
             f"{len(unpriced)} model(s) have no price: their calls are counted at $0 in every total until priced.",
             icon=":material/money_off:",
         )
-        st.dataframe(unpriced, hide_index=True, key="unpriced_table")
+        ui.table(unpriced, hide_index=True, key="unpriced_table")
         st.caption("Add a price in an override file, then re-ingest (or restart the server) to price new calls:")
         st.code(UNPRICED_FIX, language="toml")
 
@@ -75,7 +77,7 @@ def render() -> None:
     if applied.empty:
         st.caption("No charges in this selection.")
     else:
-        st.dataframe(
+        ui.table(
             applied,
             hide_index=True,
             column_config={
@@ -88,7 +90,7 @@ def render() -> None:
         st.subheader("Current unit prices of these models", anchor=False)
         st.caption("USD per million tokens for each price term, as the price book prices a call today.")
         models = applied[["provider", "model"]].drop_duplicates()
-        st.dataframe(
+        ui.table(
             pd.DataFrame(unit_prices(list(models.itertuples(index=False, name=None)))),
             hide_index=True,
             column_config={t.price_name: st.column_config.NumberColumn(t.label, format="$%.4f") for t in TERMS},
@@ -96,7 +98,7 @@ def render() -> None:
         )
 
     st.subheader("Override entries", anchor=False)
-    st.dataframe(pd.DataFrame(book["overrides"]), hide_index=True, key="overrides_table")
+    ui.table(pd.DataFrame(book["overrides"]), hide_index=True, key="overrides_table")
 
 
 ui.guarded(render)

@@ -61,12 +61,12 @@ def render() -> None:
     )
     metric(
         c[3],
-        "Retry charges",
+        "Retry charges (answered)",
         usd(totals.get("retry_usd")),
-        "What the attempts after the first of a retried call were charged "
-        f"({plural(totals.get('retry_attempts'), 'attempt')} in {plural(totals.get('runs_with_retries'), 'run')}). "
-        "An attempt that failed (429, 529, a timeout) is billed nothing by the provider, so this is the cost of "
-        "the retries that were answered: what needing another try cost.",
+        "The cost of the retries that were answered: what the attempts after the first of a retried call were "
+        f"charged ({plural(totals.get('retry_attempts'), 'attempt')} in {plural(totals.get('runs_with_retries'), 'run')}). "
+        "An attempt that failed (429, 529, a timeout) got no answer and is billed nothing by the provider: "
+        f"{plural(totals.get('failed_attempts'), 'failed attempt')} here, at $0 each.",
         delta=f"{pct(totals.get('retry_share_of_spend'), 2)} of spend",
         delta_color="gray",
         delta_arrow="off",
@@ -75,7 +75,8 @@ def render() -> None:
         c[4],
         "Loop-detector trips",
         count(guards.get("loop_trips")),
-        "Times the loop detector nudged or halted a run that kept repeating itself (see Guards).",
+        "Times the loop detector nudged or halted a run that kept repeating itself (see Guards). A run stopped "
+        "by the step limit is not a loop: it counts under Step-cap stops.",
         delta=f"in {plural(guards.get('runs_with_loop_trips'), 'run')}",
         delta_color="gray",
         delta_arrow="off",
@@ -154,7 +155,7 @@ def render() -> None:
         st.caption("How runs ended: green completed, red anything else (step cap, loop halt, budget stop, error).")
     with right:
         st.markdown("**Per model: calls, spend and each price term**")
-        st.dataframe(
+        ui.table(
             models[["model", "calls", "usd_total", "share", *usd_columns(), "unpriced_calls"]],
             hide_index=True,
             column_config={

@@ -11,14 +11,16 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, ui
-from dashboard.analysis import payload_components, tree_rows
+from dashboard import ui
+from dashboard.analysis import payload_components
 from dashboard.loaders import context, load
 from dashboard.pricebook import cache_minimum
 from dashboard.ui import ALL, count, first_row, metric, pct, usd
+from dashboard.views import waterfall
 from ledger import conventions as conv
 from ledger import queries as q
 from ledger.cache_diagnosis import BROKEN, PREFIX_CHANGED, UNUSED, diagnose, previous_same_call
+from ledger.runs import STEP_CAP_SHAPE
 from ledger.terms import TERMS, input_token_columns, token_columns
 from ledger.turn_diff import change_summary, payload_diff, payload_json
 
@@ -74,7 +76,7 @@ def _find_run(f: Any) -> str | None:
     }
     ids = list(labels)
     with st.expander(ui.plural(len(found), "matching run") + (" (the first 200)" if len(found) == 200 else "")):
-        st.dataframe(
+        ui.table(
             found,
             hide_index=True,
             column_config={
@@ -88,7 +90,7 @@ def _find_run(f: Any) -> str | None:
     return st.selectbox("Run", ids, index=index, format_func=lambda t: labels.get(t, t), key=f"run_pick_{exact}")
 
 
-def _header(run: dict[str, Any]) -> None:
+def _header(run: dict[str, Any], calls: int) -> None:
     stop = run.get("stop_cause") or "in progress"
     detail = f" ({run['stop_detail']})" if run.get("stop_detail") else ""
     # Names and causes arrived in spans: plain text only.
@@ -96,13 +98,24 @@ def _header(run: dict[str, Any]) -> None:
         f"trace {run['trace_id']} · agent {run.get('agent_name')} {run.get('agent_version') or ''} · "
         f"tenant {run.get('tenant')} · models {run.get('models')} · stopped: {stop}{detail}"
     )
-    c = st.columns(6)
+    c = st.columns(4)
     metric(c[0], "Run cost", usd(run["usd_total"]), "All charges of this run: every price term, every attempt.")
     metric(
-        c[1], "Turns", count(run["turns"]), "Model calls made by the agent loop (call site `agent`), retries folded in."
+        c[1],
+        "Agent turns",
+        count(run["turns"]),
+        "Model calls made by the agent loop itself (call site `agent`), a retried call counted once.",
     )
     metric(
         c[2],
+        "Model calls",
+        count(calls),
+        "Every model call of the run, one per row of the table below: the agent's turns plus calls from other "
+        "call sites (a summarizer, a router), a retried call counted once "
+        f"({ui.plural(run['model_calls'], 'attempt')} charged in all).",
+    )
+    metric(
+        c[3],
         "Tool calls",
         count(run["tool_calls"]),
         "execute_tool spans. A soft failure is a tool that ran but reported a problem ('not found').",
@@ -110,8 +123,9 @@ def _header(run: dict[str, Any]) -> None:
         delta_color="orange" if run["soft_failures"] else "gray",
         delta_arrow="off",
     )
+    c = st.columns(4)
     metric(
-        c[3],
+        c[0],
         "Cache hit rate",
         pct(run.get("hit_rate")),
         "cache_read / all input tokens of this run's model calls. >70% healthy, >10% weak, else broken.",
@@ -119,8 +133,19 @@ def _header(run: dict[str, Any]) -> None:
         delta_color={"healthy": "green", "weak": "orange", "broken": "red"}.get(run.get("verdict") or "", "gray"),
         delta_arrow="off",
     )
-    metric(c[4], "Loop trips", count(run["loop_trips"]), "Loop-detector nudges and halts in this run.")
-    metric(c[5], "Retried attempts", count(run["retry_attempts"]), "Model-call attempts after the first, each charged.")
+    metric(
+        c[1],
+        "Loop-detector trips",
+        count(run["loop_trips"]),
+        "Nudges and halts by the loop detector (a run repeating a call, cycling, stalling).",
+    )
+    metric(
+        c[2],
+        "Step-cap halts",
+        count(run.get("step_cap_halts") or 0),
+        "Times the run hit the harness's step limit (max_steps) and was stopped: not a loop-detector trip.",
+    )
+    metric(c[3], "Retried attempts", count(run["retry_attempts"]), "Model-call attempts after the first, each charged.")
 
 
 def _guard_events(trace_id: str, tree: pd.DataFrame) -> None:
@@ -129,9 +154,12 @@ def _guard_events(trace_id: str, tree: pd.DataFrame) -> None:
     if events.empty:
         st.caption("No guard events: no loop trips, budget warnings, retries, offloads, denials or hand-offs.")
     else:
-        events["event"] = [EVENT_LABELS.get(n, n) for n in events["name"]]
+        events["event"] = [
+            "step-cap halt" if n == conv.EVENT_LOOP_TRIP and shape == STEP_CAP_SHAPE else EVENT_LABELS.get(n, n)
+            for n, shape in zip(events["name"], events["shape"], strict=True)
+        ]
         st.caption("Decisions the harness's guards took during the run, in time order (details as recorded).")
-        st.dataframe(
+        ui.table(
             events[["offset_ms", "event", "shape", "action", "tool", "cause", "attributes", "span_name"]],
             hide_index=True,
             column_config={
@@ -145,65 +173,26 @@ def _guard_events(trace_id: str, tree: pd.DataFrame) -> None:
         (tree["operation"] == "chat") & ((tree["attempt"].fillna(1) > 1) | (tree["status_code"] == "ERROR"))
     ]
     if not attempts.empty:
-        st.caption("Retried and failed attempts, each charged as its own row:")
-        st.dataframe(
-            attempts[["offset_ms", "name", "attempt", "retry_cause", "status_code", "error_type", "usd"]],
+        st.caption(
+            "Retried and failed attempts, each its own charge row. A failed attempt (a 429, a 529, a timeout) "
+            "returned no answer, so the provider bills it nothing: its $0 is the real charge, not a missing one."
+        )
+        attempts = attempts.assign(
+            billed=[_billed(s, u) for s, u in zip(attempts["status_code"], attempts["usd"], strict=True)]
+        )
+        ui.table(
+            attempts[["offset_ms", "name", "attempt", "retry_cause", "status_code", "error_type", "billed"]],
             hide_index=True,
-            column_config={
-                "offset_ms": st.column_config.NumberColumn("at (ms)", format="%.0f"),
-                "usd": st.column_config.NumberColumn("charged", format="$%.5f"),
-            },
+            column_config={"offset_ms": st.column_config.NumberColumn("at (ms)", format="%.0f")},
             key="retry_attempts",
         )
 
 
-def _trace_tree(tree: pd.DataFrame) -> None:
-    st.subheader("Trace tree", anchor=False)
-    ordered = tree_rows(tree.to_dict("records"))
-    rows = []
-    for depth, s in ordered:
-        status = s["status_code"]
-        if s.get("soft_failure"):
-            status = f"{status} · soft failure"
-        if isinstance(s.get("duplicate_of"), str):
-            other_trace = s.get("duplicate_of_trace")
-            where = f" in trace {other_trace}" if isinstance(other_trace, str) else ""
-            status = f"{status} · duplicate of {s['duplicate_of']}{where}"
-        is_call = isinstance(s.get("model"), str)
-        inp = sum(int(s.get(k) or 0) for k in _INPUT_COLUMNS)
-        detail = s.get("tool_result") or s.get("status_message") or ""
-        rows.append(
-            {
-                "span": ("    " * depth) + ("└ " if depth else "") + str(s["name"]),
-                "start (ms)": s["offset_ms"],
-                "duration (ms)": s["duration_ms"],
-                "status": status,
-                "input tokens": inp if is_call else None,
-                "output tokens": s.get("output_tokens") if is_call else None,
-                "cost": s.get("usd") if is_call else None,
-                "events": s.get("events") or None,
-                "result / message": detail,
-            }
-        )
-    st.caption(
-        "Every span of the run, children indented under their parent. Soft failures are tool calls that ran but "
-        "reported a problem (e.g. 'not found'); their result is kept. A model call reported twice (e.g. by the "
-        "anthropic SDK's own tracing and an instrumentation) is charged once: the other span is marked "
-        "'duplicate of' the charged one and costs nothing."
-    )
-    st.dataframe(
-        pd.DataFrame(rows),
-        hide_index=True,
-        column_config={
-            "start (ms)": st.column_config.NumberColumn(format="%.0f"),
-            "duration (ms)": st.column_config.NumberColumn(format="%.0f"),
-            "cost": st.column_config.NumberColumn(format="$%.4f"),
-            "result / message": st.column_config.TextColumn(width="large"),
-        },
-        key="trace_tree",
-    )
-    with st.expander("Timeline", expanded=len(ordered) <= 30):
-        st.plotly_chart(charts.trace_waterfall(ordered), key="waterfall")
+def _billed(status: Any, amount: Any) -> str:
+    """An attempt's charge in words: a failed one was answered with an error, which is not billed."""
+    if status == "ERROR" and not amount:
+        return "$0: failed, not billed"
+    return usd(amount)
 
 
 PREFIX_SCAN_MAX_TURNS = 60  # beyond this, only the turn picked below is compared
@@ -221,7 +210,7 @@ def _cache_checks(trace_id: str, turns: pd.DataFrame) -> list[Any]:
 
 
 def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
-    st.subheader("Turns", anchor=False)
+    st.subheader("Model calls, turn by turn", anchor=False)
     checks = _cache_checks(trace_id, turns)
     turns["cache"] = [c.status for c in checks]
     turns["cache note"] = [c.note for c in checks]
@@ -247,7 +236,7 @@ def _turns(trace_id: str, turns: pd.DataFrame) -> list[Any]:
         "of it (broken, with the first changed block), or why it used no cache: no breakpoint, or a prefix below "
         "the model's minimum cacheable length."
     )
-    st.dataframe(
+    ui.table(
         turns[TURN_COLUMNS],
         hide_index=True,
         column_config={
@@ -295,7 +284,7 @@ def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:
             f"What turn {turn} sent, part by part. Tokens are an estimate (characters / 4 of the JSON); "
             f"the provider counted {count(sum(row[k] for k in _INPUT_COLUMNS))} input tokens."
         )
-        st.dataframe(
+        ui.table(
             pd.DataFrame(
                 [
                     {"part": p.part, "what": p.label, "chars": p.chars, "≈ tokens": p.tokens, "share": p.tokens / total}
@@ -365,11 +354,11 @@ def render() -> None:
         st.info("That run is not in the ledger (anymore). Pick another one above.")
         return
     st.divider()
-    _header(run)
+    turns = load(q.run_turns, trace_id=trace_id)
+    _header(run, len(turns))
     tree = load(q.run_trace_tree, trace_id=trace_id)
     _guard_events(trace_id, tree)
-    _trace_tree(tree)
-    turns = load(q.run_turns, trace_id=trace_id)
+    waterfall.render(trace_id, tree)
     if turns.empty:
         st.info("This run made no model calls.")
         return

@@ -6,7 +6,7 @@ from .governor import Governor
 from .projection import Projection, project
 from .routes import CHECK_PATH
 from .rules import METRICS, SCOPE_KINDS, WINDOWS, BudgetError, Rule, Scope, UnknownBudget, WebhookTarget, covers
-from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule
+from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule, update_rule
 from .targets import ForbiddenTarget, TargetPolicy
 from .windows import ManualClock, Window, system_clock, window_for
 
@@ -50,6 +50,7 @@ __all__ = [
     "remove_rule",
     "system_clock",
     "transition",
+    "update_rule",
     "webhook_body",
     "window_for",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 import duckdb
 
 from .evaluate import Evaluation
-from .rules import LEVELS, Level, Rule, decimal_str, format_money
+from .rules import LEVELS, Level, Rule, decimal_str, format_metric
 from .store import alert_history, insert_alerts
 from .windows import Window
 
@@ -48,11 +48,8 @@ class AlertState:
 
 
 def format_value(rule: Rule, value: Decimal | None) -> str:
-    if value is None:
-        return "no data"
-    if rule.spec.unit == "usd":
-        return format_money(value)
-    return f"{value:.3f}"
+    """A rule's figure in its unit (``rules.format_metric``), or "no data"."""
+    return "no data" if value is None else format_metric(rule.metric, value)
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,7 @@ def _spent(con: duckdb.DuckDBPyConnection, rule: Rule, window: Window, scope: Ca
 
 def decide(con: duckdb.DuckDBPyConnection, scope: CallScope, now: datetime) -> Decision:
     """Check every enforced rule covering ``scope`` against the ledger."""
-    rules = list_rules(con, covering=scope.scope_values(), metric="spend")
+    rules = list_rules(con, covering=scope.scope_values(), metric="spend", enabled_only=True)
     statuses: list[tuple[Decimal, Rule, Window, Decimal]] = []
     for rule in rules:
         if rule.window == "run" and not scope.trace_id and scope.run_spent_usd is None:

@@ -98,7 +98,7 @@ class Governor:
                 if not has_rules(con):  # measuring what a batch touched costs a scan of its runs
                     return []
                 touched = touched_by(con, report.traces)
-                rules = list_rules(con, covering=touched)
+                rules = list_rules(con, covering=touched, enabled_only=True)
                 if not rules:
                     return []
                 cause = {
@@ -131,7 +131,7 @@ class Governor:
                 now = self.clock()
                 evaluations = [
                     evaluate(con, rule, now, lookback=self.lookback)
-                    for rule in list_rules(con)
+                    for rule in list_rules(con, enabled_only=True)
                     if rule.window != "run"  # a run's figures change only when its spans arrive
                 ]
                 events = self._observe(con, evaluations, {"sweep": now.isoformat()})
@@ -145,7 +145,8 @@ class Governor:
         """Current figures of every (or these) rule(s), without alerting."""
         now = self.clock()
         found = (
-            current(con, rule, now, lookback=self.lookback) for rule in (list_rules(con) if rules is None else rules)
+            current(con, rule, now, lookback=self.lookback)
+            for rule in (list_rules(con, enabled_only=True) if rules is None else rules)
         )
         return [ev for ev in found if ev is not None]
 

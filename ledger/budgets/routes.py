@@ -7,6 +7,7 @@ server's bearer token::
     GET    /api/budgets                 budget list     (service.budget_statuses)
     POST   /api/budgets                 budget add      (JSON rule, see service.rule_from_request)
     GET    /api/budgets/{id or name}    budget show
+    POST   /api/budgets/{id or name}    budget edit     (JSON changes, see service.edit_budget)
     DELETE /api/budgets/{id or name}    budget rm
     POST   /api/budgets/sweep?wait=S    budget sweep    (the server's own governor)
     POST   /v1/budgets/check            budget check    (the harness's gate)

@@ -44,7 +44,9 @@ __all__ = [
     "WebhookTarget",
     "covers",
     "decimal_str",
+    "format_metric",
     "format_money",
+    "format_ratio",
     "level_for",
     "parse_money",
 ]
@@ -113,6 +115,18 @@ def format_money(amount: Decimal) -> str:
     """``$1.00`` for whole cents, else four places (``$0.8125``)."""
     cents = amount.quantize(Decimal("0.01"))
     return f"${cents}" if cents == amount else f"${amount.quantize(Decimal('0.0001'))}"
+
+
+def format_ratio(value: Decimal) -> str:
+    """A rate or the cache hit rate as a percentage with one decimal (``0.42`` -> ``42.0%``)."""
+    return f"{value:.1%}"
+
+
+def format_metric(metric: str, value: Decimal) -> str:
+    """A metric's figure in its own unit: USD for spend and cost metrics, a percentage for rates
+    (the one format of ``budget list``, alert texts and the dashboard)."""
+    spec = METRICS.get(metric)
+    return format_ratio(value) if spec is not None and spec.unit == "ratio" else format_money(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +219,7 @@ class Rule:
     soft_fraction: float | None = None  # None: the metric's default (0.8; 1.0 for floors)
     timezone: str = "UTC"
     webhooks: tuple[WebhookTarget, ...] = ()
+    enabled: bool = True  # a disabled rule is kept and listed, but neither evaluated nor enforced
     created_at: datetime | None = field(default=None, compare=False)
     # A rule being created must have an addressable name; one read back from the table
     # (or a document of it) is taken as stored, so one odd row never hides the others.
@@ -257,8 +272,9 @@ class Rule:
         return self.limit / soft
 
     def describe(self) -> str:
-        unit = "$" if self.spec.unit == "usd" else ""
-        return f"{self.name} ({self.metric} {'>=' if self.spec.direction == 'ceiling' else '<'} {unit}{self.limit.normalize():f}, {self.scope}, {self.window})"
+        limit = f"${self.limit.normalize():f}" if self.spec.unit == "usd" else format_ratio(self.limit)
+        off = "" if self.enabled else ", disabled"
+        return f"{self.name} ({self.metric} {'>=' if self.spec.direction == 'ceiling' else '<'} {limit}, {self.scope}, {self.window}{off})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -271,6 +287,7 @@ class Rule:
             "soft_fraction": self.soft_fraction,
             "timezone": self.timezone,
             "webhooks": [w.label for w in self.webhooks],
+            "enabled": self.enabled,
         }
 
     @classmethod
@@ -285,6 +302,7 @@ class Rule:
             metric=str(d.get("metric", "spend")),
             soft_fraction=d.get("soft_fraction"),
             timezone=str(d.get("timezone", "UTC")),
+            enabled=bool(d.get("enabled", True)),
             new=False,
         )
 

@@ -16,6 +16,7 @@ strings (``"0.85"``), times ISO 8601 in UTC.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -35,6 +36,7 @@ from .store import (
     list_rules,
     new_rule_id,
     remove_rule,
+    update_rule,
 )
 from .targets import TargetPolicy, check_new_targets
 from .windows import Clock, system_clock
@@ -45,6 +47,7 @@ __all__ = [
     "budget_doc",
     "budget_row",
     "budget_statuses",
+    "edit_budget",
     "jsonable",
     "remove_budget",
     "rule_from_request",
@@ -111,7 +114,7 @@ def budget_row(status: Mapping[str, Any]) -> dict[str, Any]:
         "limit": format_value(rule, rule.limit),
         "soft": rule.soft_fraction,
         "value": format_value(rule, None if value is None else Decimal(value)),
-        "level": ev.get("level", "ok"),
+        "level": ev.get("level", "ok") if rule.enabled else "disabled",
         "projection": (ev.get("projection") or {}).get("text", ""),
     }
 
@@ -176,6 +179,41 @@ def add_budget(
     check_new_targets(rule.webhooks, policy or TargetPolicy.from_settings())
     stored = add_rule(con, rule)
     return jsonable(_rule_doc(stored))
+
+
+EDITABLE = ("limit", "soft_fraction", "enabled")
+"""What ``budget edit`` may change; a rule's scope, window and metric define it (remove and add instead)."""
+
+
+def edit_budget(con: duckdb.DuckDBPyConnection, id_or_name: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Change a rule's limit, warn fraction (``soft_fraction``) or ``enabled`` switch; the stored rule.
+
+    Checked as a new rule would be (a rate's limit within 0..1, the fraction in (0, 1]). The
+    governor judges the rule by its new figures from its next evaluation; its alerts stay."""
+    if not isinstance(changes, Mapping):
+        raise BudgetError(f"an edit must be a JSON object, got {type(changes).__name__}")
+    unknown = set(changes) - set(EDITABLE)
+    if unknown:
+        raise BudgetError(f"cannot edit {sorted(unknown)!r} (editable: {', '.join(EDITABLE)})")
+    if not changes:
+        raise BudgetError(f"nothing to edit: give one of {', '.join(EDITABLE)}")
+    rule = get_rule(con, id_or_name)
+    enabled = changes.get("enabled", rule.enabled)
+    if not isinstance(enabled, bool):
+        raise BudgetError(f"enabled={enabled!r} must be true or false")
+    soft = changes.get("soft_fraction", rule.soft_fraction)
+    try:
+        soft_fraction = float(soft) if soft is not None else None
+    except (TypeError, ValueError):
+        raise BudgetError(f"soft_fraction={soft!r} is not a number") from None
+    edited = replace(
+        rule,
+        limit=parse_money(changes["limit"]) if "limit" in changes else rule.limit,
+        soft_fraction=soft_fraction,
+        enabled=enabled,
+        new=False,  # its name was checked when it was added
+    )
+    return jsonable(_rule_doc(update_rule(con, edited)))
 
 
 def remove_budget(con: duckdb.DuckDBPyConnection, id_or_name: str) -> dict[str, Any]:

@@ -35,10 +35,12 @@ __all__ = [
     "list_rules",
     "new_rule_id",
     "remove_rule",
+    "update_rule",
 ]
 
 _RULE_COLUMNS = (
-    "id, name, scope_kind, scope_value, time_window, metric, limit_value, soft_fraction, created_at, timezone, webhooks"
+    "id, name, scope_kind, scope_value, time_window, metric, limit_value, soft_fraction, created_at, timezone, webhooks, "
+    "enabled"
 )
 
 
@@ -47,7 +49,7 @@ def new_rule_id() -> str:
 
 
 def _rule(row: Sequence[Any]) -> Rule:
-    rid, name, kind, value, window, metric, limit, soft, created, tz, hooks = row
+    rid, name, kind, value, window, metric, limit, soft, created, tz, hooks, enabled = row
     return Rule(
         id=rid,
         name=name,
@@ -58,6 +60,7 @@ def _rule(row: Sequence[Any]) -> Rule:
         soft_fraction=soft,
         timezone=tz or "UTC",
         webhooks=tuple(WebhookTarget(h["url"], h.get("format", "json")) for h in json.loads(hooks or "[]")),
+        enabled=enabled is not False,
         created_at=created.replace(tzinfo=UTC) if created else None,
         new=False,
     )
@@ -68,11 +71,15 @@ def list_rules(
     *,
     covering: ScopeValues | None = None,
     metric: str | None = None,
+    enabled_only: bool = False,
 ) -> list[Rule]:
     """Every rule, or only those that :func:`~.rules.covers` ``covering``
-    (``{"tenant": ["acme"], "model": [...]}``). The table is narrowed in SQL first,
+    (``{"tenant": ["acme"], "model": [...]}``), or only enabled ones (what the governor
+    and the gate judge). The table is narrowed in SQL first,
     so a ledger with many tenants' rules costs no more to check than one with a few."""
     where, params = ["TRUE"], []
+    if enabled_only:
+        where.append("enabled")
     if covering is not None:
         clauses = ["scope_kind = 'global'"]
         for kind, values in sorted(covering.items()):
@@ -113,7 +120,7 @@ def add_rule(con: duckdb.DuckDBPyConnection, rule: Rule, *, now: datetime | None
         raise BudgetError(f"a budget named {rule.name!r} (or with id {rule.id!r}) already exists: {taken[0]}")
     created = rule.created_at or now or datetime.now(UTC)
     con.execute(
-        f"INSERT INTO budgets ({_RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO budgets ({_RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             rule.id,
             rule.name,
@@ -126,7 +133,17 @@ def add_rule(con: duckdb.DuckDBPyConnection, rule: Rule, *, now: datetime | None
             naive_utc(created),
             rule.timezone,
             json.dumps([w.to_dict() for w in rule.webhooks]),
+            rule.enabled,
         ],
+    )
+    return get_rule(con, rule.id)
+
+
+def update_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> Rule:
+    """Store an edited rule's limit, warn fraction and switch (its id, name, scope, window and metric stay)."""
+    con.execute(
+        "UPDATE budgets SET limit_value = ?, soft_fraction = ?, enabled = ? WHERE id = ?",
+        [rule.limit, rule.soft_fraction, rule.enabled, rule.id],
     )
     return get_rule(con, rule.id)
 

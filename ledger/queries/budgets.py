@@ -21,6 +21,8 @@ def budget_events(f: Filters = NO_FILTERS, limit: int = 200) -> Query:
        json_extract_string(g.attributes, '$.kind') AS kind,
        TRY_CAST(json_extract_string(g.attributes, '$.spent_usd') AS DOUBLE) AS spent_usd,
        TRY_CAST(json_extract_string(g.attributes, '$.limit_usd') AS DOUBLE) AS limit_usd,
+       TRY_CAST(json_extract_string(g.attributes, '$.spent_tokens') AS BIGINT) AS spent_tokens,
+       TRY_CAST(json_extract_string(g.attributes, '$.limit_tokens') AS BIGINT) AS limit_tokens,
        TRY_CAST(json_extract_string(g.attributes, '$.fraction') AS DOUBLE) AS fraction,
        fr.usd_total AS run_usd, coalesce(fr.stop_cause, 'in progress') AS stop_cause
 FROM guard_events g JOIN fr USING (trace_id) WHERE g.name IN {_BUDGET_EVENTS}

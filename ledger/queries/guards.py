@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ledger import conventions as c
+from ledger.runs import STEP_CAP_SHAPE
 from ledger.terms import usd_sum
 
 from .core import BUCKETS, NO_FILTERS, Filters, Query, choose, filtered, query
@@ -37,6 +38,7 @@ def guard_summary(f: Filters = NO_FILTERS) -> Query:
         w
         + """SELECT coalesce(sum(loop_trips), 0) AS loop_trips,
        count(*) FILTER (WHERE loop_trips > 0) AS runs_with_loop_trips,
+       coalesce(sum(step_cap_halts), 0) AS step_cap_halts,
        coalesce(sum(usd_total) FILTER (WHERE loop_trips > 0), 0) AS spend_in_looping_runs,
        avg((stop_cause = 'max_steps')::INTEGER) AS step_cap_rate,
        avg((stop_cause = 'budget_exceeded')::INTEGER) AS budget_stop_rate,
@@ -48,7 +50,7 @@ FROM fr""",
 
 
 def _loop_windows(f: Filters) -> tuple[str, list[Any]]:
-    """CTEs ``lt`` (loop trips of filtered runs) and ``lw`` (one loop window per run and tool).
+    """CTEs ``lt`` (loop-detector trips of filtered runs; step-cap halts are not loops) and ``lw`` (one loop window per run and tool).
 
     A window runs from the run's first call of the tripped tool to its last
     trip; ``loop_usd`` is every model call started inside it: the calls that
@@ -64,6 +66,7 @@ def _loop_windows(f: Filters) -> tuple[str, list[Any]]:
         + f""", lt AS (
     SELECT g.trace_id, g.time, coalesce(g.shape, 'unknown') AS shape, g.action, coalesce(g.tool, 'unknown') AS tool
     FROM guard_events g SEMI JOIN fr USING (trace_id) WHERE g.name = '{c.EVENT_LOOP_TRIP}'
+      AND g.shape IS DISTINCT FROM '{STEP_CAP_SHAPE}'
 ),
 tripped AS (
     SELECT trace_id, tool, count(*) AS trips, max(time) AS last_trip,
@@ -98,7 +101,8 @@ def loop_trips_over_time(f: Filters = NO_FILTERS, bucket: str = "day") -> Query:
         + f""", per_run AS (
     SELECT date_trunc('{bucket}', g.time) AS bucket, coalesce(g.shape, 'unknown') AS shape,
            coalesce(g.tool, 'unknown') AS tool, g.trace_id, count(*) AS trips
-    FROM guard_events g SEMI JOIN fr USING (trace_id) WHERE g.name = '{c.EVENT_LOOP_TRIP}'
+    FROM guard_events g SEMI JOIN fr USING (trace_id)
+    WHERE g.name = '{c.EVENT_LOOP_TRIP}' AND g.shape IS DISTINCT FROM '{STEP_CAP_SHAPE}'
     GROUP BY ALL
 )
 SELECT p.bucket, p.shape, p.tool, sum(p.trips) AS trips, count(*) AS runs_affected,

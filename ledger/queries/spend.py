@@ -139,7 +139,7 @@ FROM fc WHERE attempt > 1 GROUP BY 1 ORDER BY usd DESC""",
 @query
 def charge_totals(f: Filters = NO_FILTERS) -> Query:
     """One pass over the charges for the headline figures: cache hit rate (and verdict), retry
-    attempts with their USD and share of all spend, unpriced calls."""
+    attempts with their USD and share of all spend, failed attempts (billed nothing), unpriced calls."""
     w, p = filtered(f)
     return Query(
         w
@@ -150,6 +150,7 @@ def charge_totals(f: Filters = NO_FILTERS) -> Query:
        coalesce(sum(usd) FILTER (WHERE attempt > 1), 0) / nullif(sum(usd), 0) AS retry_share_of_spend,
        -- distinct over the few retried rows only: a FILTERed DISTINCT aggregate hashes every row
        (SELECT count(DISTINCT trace_id) FROM fc WHERE attempt > 1) AS runs_with_retries,
+       count(*) FILTER (WHERE status_code = 'ERROR') AS failed_attempts,
        count(*) FILTER (WHERE unpriced) AS unpriced_calls
 FROM fc""",
         p,

@@ -99,6 +99,6 @@ def test_sweep_and_metric_rules_from_the_cli(db, capsys):
     ingest(con, spend_spans("0.10", at=datetime.now(UTC), root=True))  # uncached input only: hit rate 0
     con.close()
     code, out, _ = tl(capsys, "budget", "sweep", "--db", db)
-    assert code == 0 and "EXCEEDED: 0.000, floor 0.700" in out and "1 alert(s)" in out
+    assert code == 0 and "EXCEEDED: 0.0%, floor 70.0%" in out and "1 alert(s)" in out
     code, out, _ = tl(capsys, "budget", "sweep", "--db", db)
     assert "0 alert(s)" in out  # state survives between processes: no duplicate

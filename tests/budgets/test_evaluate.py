@@ -109,7 +109,7 @@ def test_cache_hit_rate_floor_fires_on_the_broken_cache_only(ledger, clock, scen
     if fires:
         assert rate == 0
         assert [(e.rule.name, e.level) for e in events] == [("cache-floor", "exceeded")]
-        assert "floor 0.700" in events[0].text()
+        assert "floor 70.0%" in events[0].text()
     else:
         assert rate == Decimal(18_400) / Decimal(210 + 6_100 + 18_400)  # 0.745: healthy
         assert events == []

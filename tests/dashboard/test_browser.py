@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def base_url(extended_db: Path) -> Iterator[str]:
+@contextmanager
+def _dashboard(db: Path) -> Iterator[str]:
+    """A dashboard on ``db``, started as `turnledger dashboard` and `up` start it; its URL."""
     port = _free_port()
-    proc = start_dashboard(db=extended_db, port=port)  # as `turnledger dashboard` and `up` start it
+    proc = start_dashboard(db=db, port=port)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
@@ -55,6 +57,12 @@ def base_url(extended_db: Path) -> Iterator[str]:
             proc.wait(timeout=15)
         except Exception:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def base_url(extended_db: Path) -> Iterator[str]:
+    with _dashboard(extended_db) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -248,4 +256,100 @@ def test_the_overview_opens_from_its_own_url(base_url, browser_page, extended_db
     _settle(page, "Where the money goes", usd(cost["total_usd"]), charts=5)
     assert page.get_by_text("Page not found", exact=False).count() == 0
     _check(page, charts=5)
+    assert not seen["errors"], seen["errors"]
+
+
+def test_a_copied_link_reopens_the_filtered_view_in_a_new_browser_context(base_url, browser_page, extended_db, rows):
+    """Nothing of the first session (cookies, storage, Streamlit session) reaches the second: only the URL."""
+    page, _ = browser_page
+    page.goto(f"{base_url}/guards")
+    _settle(page, "Loop-detector trips per hour", charts=2)
+    page.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).click()
+    page.get_by_role("option", name="globex", exact=True).click()
+    page.get_by_test_id("stSidebar").get_by_role("combobox", name="Time range (UTC, by run start)").click()
+    page.get_by_role("option", name="Custom dates", exact=True).click()
+    page.wait_for_function("location.search.includes('range=custom')", timeout=30_000)
+    _settle(page, "Guards")
+    link = page.url
+    assert "/guards?" in link and "tenant=globex" in link and "from=" in link and "to=" in link
+
+    other = page.context.browser.new_context(viewport={"width": 1500, "height": 1000})
+    try:
+        fresh = other.new_page()
+        fresh.goto(link)
+        _settle(fresh, "Guards")
+        sidebar = fresh.get_by_test_id("stSidebar")
+        assert sidebar.get_by_role("combobox", name="Tenant", exact=True).input_value() == "globex"
+        assert sidebar.get_by_role("combobox", name="Time range (UTC, by run start)").input_value() == "Custom dates"
+        assert fresh.url == link  # the same view, and a link to it again
+        assert fresh.locator("[data-testid='stException']").count() == 0
+    finally:
+        other.close()
+
+
+def test_a_filter_that_matches_nothing_shows_the_message(base_url, browser_page):
+    page, _ = browser_page
+    page.goto(f"{base_url}/long_tail?range=custom&from=2020-01-01&to=2020-01-02")
+    _settle(page, "No runs match the filters")
+    assert page.get_by_text("Widen the time range or reset the filters", exact=False).count() == 1
+    _check(page, charts=0)
+
+
+@pytest.fixture
+def budget_dashboard(sample_db: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A dashboard of its own on a copy of the samples: this test writes rules into its ledger."""
+    import shutil
+
+    db = tmp_path / "budgets.duckdb"
+    shutil.copy(sample_db, db)
+    with _dashboard(db) as url:
+        yield url, db
+
+
+def _budget_list(db: Path) -> list[dict[str, Any]]:
+    """What `turnledger budget list --json` prints for the dashboard's ledger."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "collector.cli", "budget", "list", "--json", "--db", str(db)],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    rows: list[dict[str, Any]] = json.loads(out.stdout)
+    return rows
+
+
+def test_a_budget_is_added_edited_and_removed_in_the_ui(budget_dashboard, browser_page):
+    url, db = budget_dashboard
+    page, seen = browser_page
+    page.goto(f"{url}/budgets")
+    _settle(page, "No budgets yet", "Manage rules")
+
+    page.get_by_label("Name", exact=True).fill("ui-daily")
+    page.get_by_label("Limit (USD)", exact=True).fill("5")
+    page.get_by_label("Limit (USD)", exact=True).press("Tab")
+    page.get_by_role("button", name="Add budget").click()
+    _settle(page, "Budget added.", "Budgets in force")
+    assert page.get_by_text("$5.00", exact=True).count() >= 1  # the limit, in USD
+    (row,) = _budget_list(db)
+    assert (row["name"], row["limit"], row["level"], row["window"]) == ("ui-daily", "$5.00", "ok", "day")
+
+    page.get_by_role("tab", name="Edit or remove a rule").click()
+    limit = page.get_by_label("New limit (USD)", exact=True)
+    limit.fill("0.5")
+    limit.press("Tab")
+    page.get_by_text("Enabled", exact=True).click()  # switch it off
+    page.get_by_role("button", name="Save changes").click()
+    _settle(page, "Budget edited.")
+    (row,) = _budget_list(db)
+    assert (row["name"], row["limit"], row["level"]) == ("ui-daily", "$0.50", "disabled")
+    assert page.get_by_text("disabled", exact=True).count() >= 1
+
+    page.get_by_role("tab", name="Edit or remove a rule").click()
+    page.get_by_text("Yes, remove this rule", exact=True).click()
+    page.get_by_role("button", name="Remove rule").click()
+    _settle(page, "Budget removed.", "No budgets yet")
+    assert _budget_list(db) == []
+    _check(page, charts=0)
     assert not seen["errors"], seen["errors"]

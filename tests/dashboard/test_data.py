@@ -131,7 +131,9 @@ def test_dashboard_command_is_registered_and_refuses_a_missing_ledger(tmp_path, 
     assert "dashboard" in parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     with pytest.raises(TurnledgerError, match="no ledger at"):
         dashboard_command.cmd_dashboard(
-            argparse.Namespace(db=tmp_path / "none.duckdb", server=None, port=1, address="127.0.0.1", headless=True)
+            argparse.Namespace(
+                db=tmp_path / "none.duckdb", server=None, port=1, address="127.0.0.1", headless=True, usage_stats=False
+            )
         )
     assert main(["dashboard", "--db", str(tmp_path / "none.duckdb")]) == 2
 
@@ -161,3 +163,27 @@ def test_server_source_through_a_real_collector_equals_the_file(sample_db, tmp_p
         assert source.context(FIVE_TURN, "0" * 16) is None
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("command", [["dashboard"], ["up"]])
+def test_dashboard_and_up_start_streamlit_headless_without_usage_stats_unless_asked(command, monkeypatch, tmp_path):
+    """Without --headless, Streamlit used to stop at its first-run e-mail question in the terminal."""
+    from collector.cli import parser
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(dashboard_command.subprocess, "Popen", lambda cmd, **_: started.append(cmd))
+    monkeypatch.setattr(cli.os, "execv", lambda _path, cmd: started.append(cmd))
+
+    def streamlit(*flags: str) -> list[str]:
+        a = parser().parse_args([*command, *flags])
+        assert (a.headless, a.usage_stats) == ("--no-headless" not in flags, "--usage-stats" in flags)
+        dashboard_command.start_dashboard(
+            db=tmp_path / "l.duckdb", port=1, headless=a.headless, usage_stats=a.usage_stats
+        )
+        cli.main(started[-1][3:])  # what `python -m dashboard ...` runs
+        return started[-1]
+
+    cmd = streamlit()
+    assert "--server.headless=true" in cmd and "--browser.gatherUsageStats=false" in cmd
+    cmd = streamlit("--no-headless", "--usage-stats")
+    assert "--server.headless=false" in cmd and "--browser.gatherUsageStats=true" in cmd

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from datetime import date, datetime
 from pathlib import Path
@@ -76,6 +77,18 @@ def first(df: pd.DataFrame) -> dict[str, Any]:
     return df.to_dict("records")[0]
 
 
+def waterfall(at: AppTest) -> list[tuple[str, dict[str, str], list[str]]]:
+    """The trace waterfall's spans: (expander label, timing and figures, arguments/result shown)."""
+    out = []
+    for exp in at.expander:
+        if not re.match(r"^(↳ )*\d+\. ", exp.label):
+            continue
+        (details,) = [d.value for d in exp.dataframe]
+        shown = [c.value for c in exp.code] + [j.value for j in exp.json]
+        out.append((exp.label, details["value"].to_dict(), shown))
+    return out
+
+
 def table(at: AppTest, *columns: str) -> pd.DataFrame:
     """The dataframe shown that has these columns."""
     for df in at.dataframe:
@@ -101,8 +114,8 @@ def test_overview_headline_numbers_are_the_ledgers(app, sample_db, rows):
     assert shown["Most expensive run"][0] == usd(cost["max_usd"])
     assert shown["Cost per successful run"][0] == usd(success["usd_per_successful_run"]) == "$1.44"
     assert shown["Cache hit rate"] == (pct(cache["hit_rate"]), cache["verdict"]) == ("4.0%", "broken")
-    assert shown["Retry charges"][0] == usd(retry["usd"].sum()) == "$0.0050"
-    assert shown["Retry charges"][1] == f"{pct(retry['share_of_spend'].sum(), 2)} of spend"
+    assert shown["Retry charges (answered)"][0] == usd(retry["usd"].sum()) == "$0.0050"
+    assert shown["Retry charges (answered)"][1] == f"{pct(retry['share_of_spend'].sum(), 2)} of spend"
     assert shown["Loop-detector trips"][0] == str(int(guards["loop_trips"])) == "2"
     assert shown["Step-cap stops"][0] == pct(guards["step_cap_rate"]) == "10.0%"
     assert shown["Budget stops"][0] == pct(guards["budget_stop_rate"]) == "0.0%"
@@ -282,9 +295,13 @@ def test_run_explorer_shows_the_five_turn_run(app, sample_db, rows):
     assert turns["cumulative_usd"].iloc[-1] == pytest.approx(0.0997)
     assert turns["cache"].tolist() == ["written", "cached", "cached", "cached", "cached"]
 
-    tree = table(at, "span", "duration (ms)")
-    assert len(tree) == 9 and tree["span"].iloc[0] == "invoke_agent support-agent"
-    assert tree["cost"].dropna().round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]
+    spans = waterfall(at)
+    assert len(spans) == 9 and spans[0][0].startswith("1. agent run invoke_agent support-agent · at 0 ms for ")
+    assert [d["cost"] for _, d, _ in spans if "cost" in d] == ["$0.0427", "$0.0149", "$0.0123", "$0.0150", "$0.0147"]
+    assert all(label.startswith("↳ ") for label, _, _ in spans[1:])  # children indented under the run
+    search = next(shown for _, d, shown in spans if d.get("tool") == "search_docs")
+    assert any("rotate API key" in str(x) for x in search) and "38,059 chars" in search  # arguments and result
+    assert "Trace waterfall" in [h.value for h in at.subheader]
     events = table(at, "event", "attributes")
     assert events["event"].tolist() == ["offload"]
 
@@ -324,10 +341,10 @@ def test_run_explorer_shows_guard_events_and_retry_charges(app, sample_db):
     assert events["event"].tolist() == ["retry", "loop trip", "loop trip"]
     assert events["action"].tolist()[1:] == ["nudge", "halt"]
     attempts = table(at, "attempt", "retry_cause")
-    assert attempts["usd"].tolist() == pytest.approx([0.0, 0.00495])
-    tree = table(at, "span", "status")
-    assert (tree["status"] == "UNSET · soft failure").sum() == 5
-    assert "0 results" in tree["result / message"].tolist()
+    assert attempts["billed"].tolist() == ["$0: failed, not billed", usd(0.00495)]  # a failed attempt's $0, said why
+    spans = waterfall(at)
+    assert sum(label.endswith("· soft failure") for label, _, _ in spans) == 5
+    assert any("0 results" in text for _, _, shown in spans for text in shown)  # a tool's result beside its timing
 
 
 def test_run_explorer_finds_runs_by_cost_and_stop_cause(app, sample_db):
@@ -335,7 +352,7 @@ def test_run_explorer_finds_runs_by_cost_and_stop_cause(app, sample_db):
     at.selectbox(key="find_cause").select("max_steps").run()
     found = table(at, "trace_id", "usd_total", "soft_failures")
     assert found["trace_id"].tolist() == ["b70f36bc38254433cfd5faee14c1b6a5"]
-    assert metrics(at)["Turns"][0] == "40"
+    assert metrics(at)["Agent turns"][0] == "40"
     assert "never used the prompt cache" in at.info[0].value
     assert "recorded without its request payload" in at.info[-1].value
 
@@ -349,7 +366,7 @@ def test_guards_page_shows_loop_and_retry_figures(app, sample_db, rows):
     assert shown["Loop-detector trips"][0] == "2" and shown["Runs that looped"][0] == "1"
     assert shown["Spent inside loops"][0] == usd(loops["loop_usd"]) == "$0.0237"
     assert shown["Spend of looping runs"][0] == usd(loops["spend_in_affected_runs"]) == "$0.0335"
-    assert shown["Retried attempts"][0] == "1" and shown["Retry charges"][0] == usd(retry["retry_usd"])
+    assert shown["Retried attempts"][0] == "1" and shown["Retry charges (answered)"][0] == usd(retry["retry_usd"])
     loop_runs = table(at, "repeated_calls", "loop_usd")
     assert loop_runs[["tool", "trips", "repeated_calls"]].values.tolist() == [["search_docs", 2, 5]]
     figs = figures(at)
@@ -364,8 +381,8 @@ def test_budgets_page_explains_itself_while_no_budget_exists(app, sample_db):
     at = app(sample_db, "budgets")
     assert "No budgets yet" in at.info[0].value and "turnledger budget add" in at.info[0].value
     assert "ships" not in at.info[0].value  # the feature exists: the page says how to use it
-    events = table(at, "spent_usd", "limit_usd")
-    assert events[["level", "spent_usd", "limit_usd", "fraction"]].values.tolist() == [["warn", 0.82, 1.0, 0.82]]
+    events = table(at, "spent", "limit", "fraction")
+    assert events[["level", "spent", "limit", "fraction"]].values.tolist() == [["warn", "$0.8200", "$1.00", 0.82]]
 
 
 def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
@@ -379,22 +396,28 @@ def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
     )
     # One evaluation that crosses both lines records warn and exceeded at the same instant.
     con.execute(
-        "INSERT INTO alerts (id, budget_id, level, fired_at, value) VALUES ('a0', 'b1', 'warn', TIMESTAMP '2026-11-30 10:00', 130),"
-        " ('a1', 'b1', 'exceeded', TIMESTAMP '2026-11-30 10:00', 130), ('a2', 'b2', 'warn', TIMESTAMP '2026-11-30 09:00', 0.42)"
+        "INSERT INTO alerts (id, budget_id, level, fired_at, value, figures) VALUES ('a0', 'b1', 'warn', "
+        'TIMESTAMP \'2026-11-30 10:00\', 130, \'{"level_now": "exceeded", "figures": {"spend": "130", "charges": 1204}}\'),'
+        " ('a1', 'b1', 'exceeded', TIMESTAMP '2026-11-30 10:00', 130, NULL),"
+        " ('a2', 'b2', 'warn', TIMESTAMP '2026-11-30 09:00', 0.42, NULL)"
     )
     con.close()
     at = app(db, "budgets")
-    budgets = table(at, "current_usd", "limit_usd", "used")
+    budgets = table(at, "value", "limit", "used", "burn_rate")
     by_name = budgets.set_index("name")
-    assert by_name.loc["acme monthly", ["limit_usd", "last_level", "alerts"]].tolist() == [100.0, "exceeded", 2]
-    assert by_name.loc["acme monthly", "current_usd"] == 0.0  # no acme spend this calendar month: the samples are older
-    assert pd.isna(by_name.loc["cache floor", "limit_usd"])  # a rate is never shown as money
+    assert by_name.loc["acme monthly", ["limit", "last_level", "alerts"]].tolist() == ["$100.00", "exceeded", 2]
+    assert by_name.loc["acme monthly", "value"] == "$0.00"  # no acme spend this calendar month: the samples are older
+    # A rate is never shown as money, and in the same format as the alert table (and `budget list`).
+    assert by_name.loc["cache floor", "limit"] == "50.0%"
+    assert pd.isna(by_name.loc["cache floor", "used"])  # a floor is not "used up"
     alerts = table(at, "fired_at", "level", "budget")
     assert sorted(alerts[["budget", "level", "value", "limit"]].values.tolist()) == [
         ["acme monthly", "exceeded", "$130.00", "$100.00"],
         ["acme monthly", "warn", "$130.00", "$100.00"],
         ["cache floor", "warn", "42.0%", "50.0%"],
     ]
+    # The figures an alert recorded, in words and units, not raw JSON.
+    assert "level then: exceeded; spend: $130.00; charges: 1,204" in alerts["figures"].tolist()
 
 
 # --- 6. Models & prices ------------------------------------------------------------------------------
@@ -506,11 +529,108 @@ def test_pages_show_the_1_hour_cache_write_term(app, one_hour_db):
     at = app(db, "run_explorer", trace=trace_id)
     turns = table(at, "turn", "cumulative_usd")
     assert (turns["cache_write_tokens"].tolist(), turns["cache_write_1h_tokens"].tolist()) == ([0], [6_100])
-    tree = table(at, "span", "duration (ms)")
-    assert tree["input tokens"].dropna().tolist() == [6_141]  # every input-side term, the 1-hour writes included
+    calls = [d for _, d, _ in waterfall(at) if "input tokens" in d]
+    assert [d["input tokens"] for d in calls] == ["6,141"]  # every input-side term, the 1-hour writes included
 
     at = app(db, "models")
     units = table(at, "input", "cache_write_1h").set_index("model")
     assert units.loc["claude-sonnet-4-6", ["input", "cache_write", "cache_write_1h"]].tolist() == pytest.approx(
         [3, 3.75, 6]
     )
+
+
+def test_a_step_cap_halt_is_not_counted_as_a_loop_detector_trip(app, sample_db, tmp_path):
+    from collector.otlp import read_file
+    from ledger.ingest import ingest
+
+    from .test_step_cap_halts import STEP_CAPPED
+
+    db = tmp_path / "step_cap.duckdb"
+    shutil.copy(sample_db, db)
+    con = open_ledger(db)
+    ingest(con, read_file(STEP_CAPPED))  # a run stopped by max_steps: one `step_cap · halt` event
+    con.close()
+    shown = metrics(app(db, "guards"))
+    assert shown["Loop-detector trips"] == ("2", "+ 1 step-cap halt")  # the samples' two repeat trips only
+    assert shown["Runs that looped"][0] == "1"
+    trace_id = read_file(STEP_CAPPED)[0].trace_id
+    at = app(db, "run_explorer", trace=trace_id)
+    shown = metrics(at)
+    assert (shown["Loop-detector trips"][0], shown["Step-cap halts"][0]) == ("0", "1")
+    assert table(at, "event", "attributes")["event"].tolist() == ["step-cap halt"]
+
+
+@pytest.mark.parametrize("page", ["models", "budgets", "overview", "long_tail", "guards", "run_explorer"])
+def test_a_filter_that_matches_nothing_says_so(app, sample_db, page):
+    at = app(
+        sample_db, None if page == "overview" else page, range="custom", **{"from": "2020-01-01", "to": "2020-01-02"}
+    )
+    assert any("No runs match the filters" in i.value for i in at.info), [i.value for i in at.info]
+
+
+def test_token_budget_events_show_tokens_spent_against_the_limit(app, sample_db, tmp_path):
+    from collector.otlp import read_file
+    from ledger.ingest import ingest
+
+    db = tmp_path / "tokens.duckdb"
+    shutil.copy(sample_db, db)
+    con = open_ledger(db)
+    ingest(con, read_file(Path(__file__).resolve().parents[2] / "sample_traces" / "harness" / "budget_burner.json"))
+    con.close()
+    events = table(app(db, "budgets"), "spent", "limit", "fraction")
+    tokens = events[events["spent"].str.endswith("tokens")]
+    assert not tokens.empty and tokens["limit"].str.endswith(" tokens").all()
+    assert "None" not in events.astype(str).to_numpy().ravel().tolist()
+
+
+def test_a_hostile_span_name_never_reaches_a_waterfall_label(app, extended_db):
+    from .conftest import HOSTILE
+
+    at = app(extended_db, "run_explorer", trace=HOSTILE)
+    labels = [label for label, _, _ in waterfall(at)]
+    assert labels and not [x for x in labels if any(ch in x for ch in "<>[]()!:*`")]  # our words and numbers only
+
+
+def test_budgets_are_managed_through_the_server_the_page_reads_from(sample_db, tmp_path, monkeypatch):
+    """While `turnledger serve` owns the file, the page's changes go through its budget routes."""
+    from collector.client import ServerClient
+    from collector.receiver import CollectorServer, ServerConfig
+
+    served = tmp_path / "served.duckdb"
+    shutil.copy(sample_db, served)
+    server = CollectorServer(ServerConfig(port=0, db=served)).start()
+    try:
+        monkeypatch.setenv("TURNLEDGER_SERVER", server.url)
+        client = ServerClient(server.url)
+        at = AppTest.from_file(str(APP), default_timeout=60)
+        at.switch_page("views/budgets.py")
+        at.run()
+        at.selectbox(key="budget_add_metric").select("cache_hit_rate").run()
+        at.text_input(key="budget_add_name").input("cache-floor")
+        at.number_input(key="budget_add_limit_cache_hit_rate").set_value(40.0)  # typed as a percentage
+        next(b for b in at.button if b.label == "Add budget").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        (rule,) = client.budgets()
+        assert (rule["name"], rule["metric"], rule["limit"], rule["enabled"]) == (
+            "cache-floor",
+            "cache_hit_rate",
+            "0.4",
+            True,
+        )
+        assert "Budget added." in [s.value for s in at.success]
+        shown = table(at, "burn_rate", "limit").set_index("name")
+        assert shown.loc["cache-floor", "limit"] == "40.0%"
+
+        at.toggle(key=f"budget_edit_on_{rule['id']}").set_value(False)
+        next(b for b in at.button if b.label == "Save changes").click().run()
+        (rule,) = client.budgets()
+        assert rule["enabled"] is False and rule["limit"] == "0.4"
+        assert table(at, "burn_rate", "limit").set_index("name").loc["cache-floor", "level"] == "disabled"
+
+        next(b for b in at.button if b.label == "Remove rule").click().run()
+        assert client.budgets() and at.warning  # not without the confirmation
+        at.checkbox(key=f"budget_edit_confirm_{rule['id']}").check()
+        next(b for b in at.button if b.label == "Remove rule").click().run()
+        assert client.budgets() == []
+    finally:
+        server.stop()
