@@ -15,12 +15,13 @@ import duckdb
 
 from . import queries as q
 from . import terms
+from .queries.health import LEVELS
 from .sources import ConnectionSource, Source
 from .wording import plural
 
 __all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
 
-REPORT_SCHEMA = "turnledger.report/1"
+REPORT_SCHEMA = "turnledger.report/2"  # 2: latency, errors, tools (operations health)
 
 
 def _num(value: Any) -> Any:
@@ -82,6 +83,23 @@ def build_report(
         "unpriced": rows(q.unpriced_models),
         "invalid_usage": rows(q.invalid_usage_charges),
         "long_tail": long_tail,
+        **_health(rows),
+    }
+
+
+def _health(rows: Callable[..., list[dict[str, Any]]]) -> dict[str, Any]:
+    """The operations figures: latency percentiles, model-call errors by cause, per-tool failures."""
+    latency = {r["measure"]: {f"p{n}": r[f"p{n}"] for n in LEVELS} for r in rows(q.latency_summary)}
+    overall = next(r for r in rows(q.error_rates) if r["provider"] is None and r["model"] is None)
+    tools = [
+        {k: t[k] for k in ("tool", "calls", "failures", "hard_failures", "soft_failures", "failure_rate", "p50_ms",
+                           "p95_ms", "runs", "share_of_runs")}
+        for t in rows(q.tool_health)
+    ]  # fmt: skip
+    return {
+        "latency": latency,
+        "errors": {"model_call_error_rate": overall["error_rate"], "by_cause": rows(q.error_causes)},
+        "tools": tools,
     }
 
 
@@ -91,6 +109,32 @@ def _usd(v: Any) -> str:
 
 def _pct(v: Any) -> str:
     return "—" if v is None else f"{v:.1%}"
+
+
+def _ms(v: Any) -> str:
+    return "—" if v is None else f"{v:,.0f} ms"
+
+
+def _format_health(r: dict[str, Any]) -> list[str]:
+    """The short health section: latency percentiles, the model-call error rate and its causes, the tools."""
+    lat = r["latency"]
+    causes = r["errors"]["by_cause"]
+    return [
+        "",
+        "health",
+        *(
+            f"  {label:<22} p50 {_ms(lat[key]['p50'])}   p95 {_ms(lat[key]['p95'])}   p99 {_ms(lat[key]['p99'])}"
+            for key, label in (("run_ms", "run"), ("model_call_ms", "model call"),
+                               ("time_to_first_token_ms", "time to first token"))
+        ),
+        f"  model-call errors      {_pct(r['errors']['model_call_error_rate'])} of attempts"
+        + "".join(f"; {e['cause']} {e['failed']} ({e['recovered']} recovered)" for e in causes),
+        *(
+            f"  tool {t['tool']:<20} {plural(t['calls'], 'call'):>10}  {t['failures']} failed ({_pct(t['failure_rate'])})"
+            f"   p50 {_ms(t['p50_ms'])}   p95 {_ms(t['p95_ms'])}"
+            for t in r["tools"]
+        ),
+    ]  # fmt: skip
 
 
 def format_report(r: dict[str, Any]) -> str:
@@ -105,6 +149,7 @@ def format_report(r: dict[str, Any]) -> str:
         + "   ".join(f"{k.removeprefix('share_')} {_pct(v)}" for k, v in r["where_the_money_went"].items()),
         f"retries  {plural(r['retries']['attempts'], 'attempt')}, {_usd(r['retries']['usd'])} ({_pct(r['retries']['share_of_spend'])} of spend)",
         f"loop-detector trips  {r['loop_trips']['trips']}",
+        *_format_health(r),
         "",
         "stop causes",
         *(

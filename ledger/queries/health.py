@@ -1,0 +1,149 @@
+"""Operations health: how long runs and model calls take, how often calls fail and why, how tools fare.
+
+Percentiles are nearest-rank (``quantile_disc``), as for cost: each is a real
+run's, call's or tool call's duration. Durations come from nanosecond epochs.
+
+* a run's duration is its root span's wall time (first span start to last span
+  end, the runs rollup's ``started_at``/``ended_at``); runs whose root span has
+  not arrived yet are still in progress and left out;
+* a model call's latency is each charged attempt's span duration; failed attempts
+  count in the error figures, not in the latency (a 429 answered in 5 ms is not
+  a fast call);
+* time to first token is ``gen_ai.response.time_to_first_chunk`` (seconds, on
+  streamed chat spans; ``TIME_TO_FIRST_CHUNK``), shown in ms;
+* a failed attempt is a charge whose span has ERROR status; its cause is its
+  ``error.type`` (``429``, ``529``, ``5xx``, ``connection``/timeouts, else as
+  reported); it *recovered* when a later attempt of the same call succeeded;
+* a tool call fails hard when its span has ERROR status (an exception, an
+  ``is_error`` result, a denial) and softly when it ran and said "nothing
+  found" (``turnledger.tool.soft_failure``, status left UNSET).
+"""
+
+from __future__ import annotations
+
+from ledger import conventions as c
+
+from .core import NO_FILTERS, Filters, Query, filtered, query
+
+__all__ = ["error_causes", "error_rates", "latency_summary", "model_call_latency", "tool_health"]
+
+LEVELS = (50, 95, 99)  # the percentiles every health figure reports
+
+_DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
+_RUN_MS = _DURATION_MS.format(start="started_at", end="ended_at")
+_SPAN_MS = _DURATION_MS.format(start="s.start_time", end="s.end_time")
+_FAILED = "coalesce(fc.status_code = 'ERROR', FALSE)"  # a failed attempt (over ``fc``)
+# Time to first token, ms; reading span JSON only for the chat spans that mention it.
+_TTFT_MS = f"json_extract(s.attributes, '$.\"{c.TIME_TO_FIRST_CHUNK}\"')::DOUBLE * 1000"
+_TOOL = f"""CASE WHEN starts_with(s.name, 'execute_tool ') THEN substr(s.name, 14)
+           ELSE coalesce(json_extract_string(s.attributes, '$."{c.TOOL_NAME}"'), s.name) END"""
+_SOFT = f"""s.attributes LIKE '%{c.TOOL_SOFT_FAILURE}%'
+           AND json_extract_string(s.attributes, '$."{c.TOOL_SOFT_FAILURE}"') = 'true'"""
+# An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
+_CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
+            WHEN error_type = '529' THEN 'overloaded (529)'
+            WHEN regexp_full_match(error_type, '5[0-9][0-9]') THEN 'server error (5xx)'
+            WHEN error_type = 'connection' OR lower(error_type) LIKE '%timeout%' THEN 'timeout / connection'
+            ELSE coalesce(error_type, 'unknown') END"""
+
+
+def _percentiles(expr: str, suffix: str = "_ms", levels: tuple[int, ...] = LEVELS) -> str:
+    """``quantile_disc(expr, 0.5) AS p50_ms, ...``: nearest-rank percentiles, as for cost."""
+    return ", ".join(f"quantile_disc({expr}, {level / 100}) AS p{level}{suffix}" for level in levels)
+
+
+def _ttft(w: str) -> str:
+    """CTE ``ttft``: streamed model calls of the filtered charges with their time to first token."""
+    return (
+        w
+        + f""", ttft AS (
+    SELECT fc.provider, fc.model, {_TTFT_MS} AS ms
+    FROM fc JOIN spans s USING (trace_id, span_id)
+    WHERE s.attributes LIKE '%{c.TIME_TO_FIRST_CHUNK}%' AND NOT {_FAILED}
+)
+"""
+    )
+
+
+@query
+def latency_summary(f: Filters = NO_FILTERS) -> Query:
+    """One row per measure (``run_ms``, ``model_call_ms``, ``time_to_first_token_ms``): samples, p50/p95/p99, max."""
+    w, p = filtered(f)
+    return Query(
+        _ttft(w)
+        + f"""SELECT 'run_ms' AS measure, count(*) AS samples, {_percentiles(_RUN_MS, "")}, max({_RUN_MS}) AS max
+FROM fr WHERE root_span_id IS NOT NULL AND ended_at IS NOT NULL
+UNION ALL
+SELECT 'model_call_ms', count(*), {_percentiles("latency_ms", "")}, max(latency_ms) FROM fc WHERE NOT {_FAILED}
+UNION ALL
+SELECT 'time_to_first_token_ms', count(ms), {_percentiles("ms", "")}, max(ms) FROM ttft""",
+        p,
+    )
+
+
+@query
+def model_call_latency(f: Filters = NO_FILTERS) -> Query:
+    """Per provider and model: successful attempts, their latency p50/p95/p99, and time to first token when streamed."""
+    w, p = filtered(f)
+    return Query(
+        _ttft(w)
+        + f""", lat AS (
+    SELECT provider, model, count(*) AS calls, {_percentiles("latency_ms")}
+    FROM fc WHERE NOT {_FAILED} GROUP BY provider, model
+), first AS (
+    SELECT provider, model, count(*) AS streamed_calls, {_percentiles("ms", "_ttft_ms", (50, 95))}
+    FROM ttft GROUP BY provider, model
+)
+SELECT * FROM lat LEFT JOIN first USING (provider, model) ORDER BY calls DESC, provider, model""",
+        p,
+    )
+
+
+@query
+def error_rates(f: Filters = NO_FILTERS) -> Query:
+    """Failed model-call attempts over all attempts: overall (provider and model NULL) and per provider and model."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT provider, model, count(*) AS attempts, count(*) FILTER (WHERE {_FAILED}) AS failed,
+       count(*) FILTER (WHERE {_FAILED}) / nullif(count(*), 0) AS error_rate
+FROM fc GROUP BY GROUPING SETS ((), (provider, model))
+ORDER BY provider NULLS FIRST, model NULLS FIRST""",
+        p,
+    )
+
+
+@query
+def error_causes(f: Filters = NO_FILTERS) -> Query:
+    """Failed attempts by provider, model and cause, with the retry outcome: recovered by a later attempt or not."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f""", calls AS (SELECT trace_id, call_id, bool_or(NOT {_FAILED}) AS succeeded FROM fc GROUP BY ALL)
+SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
+       count(*) FILTER (WHERE succeeded) AS recovered, count(*) FILTER (WHERE NOT succeeded) AS not_recovered,
+       count(*) / (SELECT count(*) FROM fc) AS share_of_attempts
+FROM fc JOIN calls USING (trace_id, call_id) WHERE {_FAILED}
+GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
+        p,
+    )
+
+
+@query
+def tool_health(f: Filters = NO_FILTERS) -> Query:
+    """Per tool: calls, hard and soft failures, failure rate, p50/p95 duration, runs using it and their share of runs."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f""", tc AS (
+    SELECT s.trace_id, {_TOOL} AS tool, {_SPAN_MS} AS ms, s.status_code = 'ERROR' AS hard,
+           s.status_code IS DISTINCT FROM 'ERROR' AND {_SOFT} AS soft
+    FROM spans s SEMI JOIN fr USING (trace_id) WHERE s.operation = 'execute_tool'
+)
+SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
+       count(*) FILTER (WHERE soft) AS soft_failures, count(*) FILTER (WHERE hard OR soft) AS failures,
+       count(*) FILTER (WHERE hard OR soft) / count(*) AS failure_rate, {_percentiles("ms", "_ms", (50, 95))},
+       count(DISTINCT trace_id) AS runs, count(DISTINCT trace_id) / (SELECT count(*) FROM fr) AS share_of_runs
+FROM tc GROUP BY tool ORDER BY calls DESC, tool""",
+        p,
+    )
