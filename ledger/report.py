@@ -90,15 +90,21 @@ def build_report(
 def _health(rows: Callable[..., list[dict[str, Any]]]) -> dict[str, Any]:
     """The operations figures: latency percentiles, model-call errors by cause, per-tool failures."""
     latency = {r["measure"]: {f"p{n}": r[f"p{n}"] for n in LEVELS} for r in rows(q.latency_summary)}
-    overall = next(r for r in rows(q.error_rates) if r["provider"] is None and r["model"] is None)
+    overall = rows(q.error_rates)[0]  # the overall row comes first
     tools = [
         {k: t[k] for k in ("tool", "calls", "failures", "hard_failures", "soft_failures", "failure_rate", "p50_ms",
                            "p95_ms", "runs", "share_of_runs")}
         for t in rows(q.tool_health)
     ]  # fmt: skip
+    runs = rows(q.run_errors)
     return {
         "latency": latency,
-        "errors": {"model_call_error_rate": overall["error_rate"], "by_cause": rows(q.error_causes)},
+        "errors": {
+            "model_call_error_rate": overall["error_rate"],
+            "by_cause": rows(q.error_causes),
+            "run_error_rate": runs[0]["share_of_runs"],
+            "runs_by_error_type": runs[1:],
+        },
         "tools": tools,
     }
 
@@ -112,7 +118,9 @@ def _pct(v: Any) -> str:
 
 
 def _ms(v: Any) -> str:
-    return "—" if v is None else f"{v:,.0f} ms"
+    if v is None:
+        return "—"
+    return f"{v:,.0f} ms" if v >= 10 else f"{v:.2g} ms"  # sub-10 ms figures keep two significant digits
 
 
 def _format_health(r: dict[str, Any]) -> list[str]:

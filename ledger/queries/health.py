@@ -11,6 +11,9 @@ run's, call's or tool call's duration. Durations come from nanosecond epochs.
   a fast call);
 * time to first token is ``gen_ai.response.time_to_first_chunk`` (seconds, on
   streamed chat spans; ``TIME_TO_FIRST_CHUNK``), shown in ms;
+* an errored run is a trace with any ERROR span (the seed's error rate), split by
+  its root's ``error.type`` (``step_cap``, ``budget_exceeded``, a model call's
+  cause), or ``span error`` when only a child span (a tool, an attempt) failed;
 * a failed attempt is a charge whose span has ERROR status; its cause is its
   ``error.type`` (``429``, ``529``, ``5xx``, ``connection``/timeouts, else as
   reported); it *recovered* when a later attempt of the same call succeeded;
@@ -25,7 +28,7 @@ from ledger import conventions as c
 
 from .core import NO_FILTERS, Filters, Query, filtered, query
 
-__all__ = ["error_causes", "error_rates", "latency_summary", "model_call_latency", "tool_health"]
+__all__ = ["error_causes", "error_rates", "latency_summary", "model_call_latency", "run_errors", "tool_health"]
 
 LEVELS = (50, 95, 99)  # the percentiles every health figure reports
 
@@ -100,15 +103,32 @@ SELECT * FROM lat LEFT JOIN first USING (provider, model) ORDER BY calls DESC, p
 
 
 @query
-def error_rates(f: Filters = NO_FILTERS) -> Query:
-    """Failed model-call attempts over all attempts: overall (provider and model NULL) and per provider and model."""
+def run_errors(f: Filters = NO_FILTERS) -> Query:
+    """Errored runs (any ERROR span) over all runs: overall (``error_type`` NULL) and per error type."""
     w, p = filtered(f)
     return Query(
         w
-        + f"""SELECT provider, model, count(*) AS attempts, count(*) FILTER (WHERE {_FAILED}) AS failed,
+        + """, errored AS (
+    SELECT fr.trace_id, coalesce(fr.error_type, 'span error') AS error_type FROM fr
+    WHERE fr.status_code = 'ERROR'
+       OR EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = fr.trace_id AND s.status_code = 'ERROR')
+)
+SELECT error_type, count(*) AS runs, count(*) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
+FROM errored GROUP BY GROUPING SETS ((), (error_type)) ORDER BY error_type NULLS FIRST""",
+        p,
+    )
+
+
+@query
+def error_rates(f: Filters = NO_FILTERS) -> Query:
+    """Failed model-call attempts over all attempts: overall (the ``overall`` row first) and per provider and model."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS attempts, count(*) FILTER (WHERE {_FAILED}) AS failed,
        count(*) FILTER (WHERE {_FAILED}) / nullif(count(*), 0) AS error_rate
 FROM fc GROUP BY GROUPING SETS ((), (provider, model))
-ORDER BY provider NULLS FIRST, model NULLS FIRST""",
+ORDER BY overall DESC, provider NULLS FIRST, model NULLS FIRST""",
         p,
     )
 
@@ -143,7 +163,7 @@ def tool_health(f: Filters = NO_FILTERS) -> Query:
 SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
        count(*) FILTER (WHERE soft) AS soft_failures, count(*) FILTER (WHERE hard OR soft) AS failures,
        count(*) FILTER (WHERE hard OR soft) / count(*) AS failure_rate, {_percentiles("ms", "_ms", (50, 95))},
-       count(DISTINCT trace_id) AS runs, count(DISTINCT trace_id) / (SELECT count(*) FROM fr) AS share_of_runs
+       count(DISTINCT trace_id) AS runs, count(DISTINCT trace_id) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
 FROM tc GROUP BY tool ORDER BY calls DESC, tool""",
         p,
     )
