@@ -17,7 +17,7 @@ from . import queries as q
 from . import terms
 from .queries.health import LEVELS
 from .sources import ConnectionSource, Source
-from .wording import plural
+from .wording import milliseconds, plural
 
 __all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
 
@@ -117,10 +117,7 @@ def _pct(v: Any) -> str:
     return "—" if v is None else f"{v:.1%}"
 
 
-def _ms(v: Any) -> str:
-    if v is None:
-        return "—"
-    return f"{v:,.0f} ms" if v >= 10 else f"{v:.2g} ms"  # sub-10 ms figures keep two significant digits
+_HEALTH_TOOLS = 10  # the most-called tools the human report lists (the JSON has them all)
 
 
 def _format_health(r: dict[str, Any]) -> list[str]:
@@ -131,7 +128,7 @@ def _format_health(r: dict[str, Any]) -> list[str]:
         "",
         "health",
         *(
-            f"  {label:<22} p50 {_ms(lat[key]['p50'])}   p95 {_ms(lat[key]['p95'])}   p99 {_ms(lat[key]['p99'])}"
+            f"  {label:<22} p50 {milliseconds(lat[key]['p50'])}   p95 {milliseconds(lat[key]['p95'])}   p99 {milliseconds(lat[key]['p99'])}"
             for key, label in (("run_ms", "run"), ("model_call_ms", "model call"),
                                ("time_to_first_token_ms", "time to first token"))
         ),
@@ -139,8 +136,8 @@ def _format_health(r: dict[str, Any]) -> list[str]:
         + "".join(f"; {e['cause']} {e['failed']} ({e['recovered']} recovered)" for e in causes),
         *(
             f"  tool {t['tool']:<20} {plural(t['calls'], 'call'):>10}  {t['failures']} failed ({_pct(t['failure_rate'])})"
-            f"   p50 {_ms(t['p50_ms'])}   p95 {_ms(t['p95_ms'])}"
-            for t in r["tools"]
+            f"   p50 {milliseconds(t['p50_ms'])}   p95 {milliseconds(t['p95_ms'])}"
+            for t in r["tools"][:_HEALTH_TOOLS]
         ),
     ]  # fmt: skip
 

@@ -1,11 +1,11 @@
-"""How counts are written in every output (the CLI's tables and the dashboard): "1 run", "2 runs", "1,204"."""
+"""How counts and durations are written in every output (the CLI's tables and the dashboard): "1 run", "1,204", "35 ms"."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-__all__ = ["count", "plural"]
+__all__ = ["count", "milliseconds", "plural"]
 
 
 def _whole(n: Any) -> int | None:
@@ -25,3 +25,14 @@ def count(n: Any) -> str:
 def plural(n: Any, word: str) -> str:
     """'1 run', '2 runs', '— runs'."""
     return f"{count(n)} {word}" + ("" if _whole(n) == 1 else "s")
+
+
+def milliseconds(ms: Any) -> str:
+    """'1,204 ms' from 10 ms up, two significant digits below ('0.5 ms'); a missing one is "—"."""
+    try:
+        value = float(ms)
+    except (TypeError, ValueError):
+        return "—"
+    if math.isnan(value):
+        return "—"
+    return f"{value:,.0f} ms" if value >= 10 else f"{value:.2g} ms"
