@@ -9,7 +9,6 @@ from __future__ import annotations
 from ledger import queries as q
 from ledger.wording import milliseconds
 
-from .conftest import FIVE_TURN
 from .test_pages import app, figures, metrics, table, values  # noqa: F401  (app is a fixture)
 
 
@@ -21,7 +20,10 @@ def test_health_page_shows_the_ledgers_latency_errors_and_tools(app, sample_db, 
     assert shown["Run p50"][0] == milliseconds(lat["run_ms"]["p50"])
     assert shown["Run p99"][0] == milliseconds(lat["run_ms"]["p99"])
     assert shown["Model call p99"][0] == milliseconds(lat["model_call_ms"]["p99"])
-    assert shown["Model-call error rate"] == (f"{errors['error_rate']:.1%}", f"{errors['failed']} of {errors['attempts']} attempts")
+    assert shown["Model-call error rate"] == (
+        f"{errors['error_rate']:.1%}",
+        f"{errors['failed']} of {errors['attempts']} attempts",
+    )
 
     charts = figures(at)
     bars = {trace["name"]: values(trace["y"]) for trace in charts["Latency percentiles (nearest rank)"]["data"]}
@@ -53,4 +55,4 @@ def test_run_explorer_opens_a_run_from_its_conversation_id(app, sample_db):  # n
     assert metrics(at)["Run cost"][0] == "$0.0997"
     assert table(at, "turn", "cumulative_usd")["usd"].round(4).tolist() == [0.0427, 0.0149, 0.0123, 0.0150, 0.0147]
     nothing = app(sample_db, "run_explorer", trace="conv-nobody")
-    assert [i.value for i in nothing.info][0].startswith("No run matches")
+    assert next(i.value for i in nothing.info).startswith("No run matches")
