@@ -17,7 +17,7 @@ from . import queries as q
 from . import terms
 from .queries.health import LEVELS
 from .sources import ConnectionSource, Source
-from .wording import milliseconds, plural
+from .wording import duration, plural
 
 __all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
 
@@ -128,7 +128,7 @@ def _format_health(r: dict[str, Any]) -> list[str]:
         "",
         "health",
         *(
-            f"  {label:<22} p50 {milliseconds(lat[key]['p50'])}   p95 {milliseconds(lat[key]['p95'])}   p99 {milliseconds(lat[key]['p99'])}"
+            f"  {label:<22} p50 {duration(lat[key]['p50'])}   p95 {duration(lat[key]['p95'])}   p99 {duration(lat[key]['p99'])}"
             for key, label in (("run_ms", "run"), ("model_call_ms", "model call"),
                                ("time_to_first_token_ms", "time to first token"))
         ),
@@ -136,7 +136,7 @@ def _format_health(r: dict[str, Any]) -> list[str]:
         + "".join(f"; {e['cause']} {e['failed']} ({e['recovered']} recovered)" for e in causes),
         *(
             f"  tool {t['tool']:<20} {plural(t['calls'], 'call'):>10}  {t['failures']} failed ({_pct(t['failure_rate'])})"
-            f"   p50 {milliseconds(t['p50_ms'])}   p95 {milliseconds(t['p95_ms'])}"
+            f"   p50 {duration(t['p50_ms'])}   p95 {duration(t['p95_ms'])}"
             for t in r["tools"][:_HEALTH_TOOLS]
         ),
     ]  # fmt: skip

@@ -11,7 +11,7 @@ from dashboard.loaders import load
 from dashboard.ui import count, first_row, metric, pct, plain
 from ledger import conventions as c
 from ledger import queries as q
-from ledger.wording import milliseconds as ms
+from ledger.wording import duration
 
 _MEASURES = {"run_ms": "Run (root span)", "model_call_ms": "Model call", "time_to_first_token_ms": "First token"}
 _LEVEL_COLORS = {"p50": "#4C78A8", "p95": "#F58518", "p99": "#E45756"}
@@ -28,7 +28,7 @@ def latency_figure(summary: pd.DataFrame) -> go.Figure:
                 x=labels,
                 y=rows[level],
                 marker_color=color,
-                text=[ms(v) for v in rows[level]],
+                text=[duration(v) for v in rows[level]],
                 textposition="auto",
                 hovertemplate=f"%{{x}} {level}: %{{y:,.1f}} ms<extra></extra>",
             )
@@ -88,11 +88,13 @@ def render() -> None:
     lat = {r["measure"]: r for r in summary.to_dict("records")}
     errors = first_row(load(q.error_rates, f))
     runs = first_row(load(q.run_errors, f))
-    cols = st.columns(6)
-    metric(cols[0], "Run p50", ms(lat["run_ms"]["p50"]), "Half the runs took less (root span, first to last span).")
-    metric(cols[1], "Run p99", ms(lat["run_ms"]["p99"]), "99% of runs took at most this long.")
-    metric(cols[2], "Model call p50", ms(lat["model_call_ms"]["p50"]), "Successful attempts' span duration.")
-    metric(cols[3], "Model call p99", ms(lat["model_call_ms"]["p99"]), "The slow tail of model calls.")
+    cols = [*st.columns(3), *st.columns(3)]
+    metric(
+        cols[0], "Run p50", duration(lat["run_ms"]["p50"]), "Half the runs took less (root span, first to last span)."
+    )
+    metric(cols[1], "Run p99", duration(lat["run_ms"]["p99"]), "99% of runs took at most this long.")
+    metric(cols[2], "Model call p50", duration(lat["model_call_ms"]["p50"]), "Successful attempts' span duration.")
+    metric(cols[3], "Model call p99", duration(lat["model_call_ms"]["p99"]), "The slow tail of model calls.")
     metric(
         cols[4],
         "Model-call error rate",

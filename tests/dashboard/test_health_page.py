@@ -7,7 +7,7 @@ fixture), never the dashboard's own loaders.
 from __future__ import annotations
 
 from ledger import queries as q
-from ledger.wording import milliseconds
+from ledger.wording import duration
 
 from .test_pages import app, figures, metrics, table, values  # noqa: F401  (app is a fixture)
 
@@ -17,9 +17,9 @@ def test_health_page_shows_the_ledgers_latency_errors_and_tools(app, sample_db, 
     lat = {r["measure"]: r for r in rows(sample_db, q.latency_summary()).to_dict("records")}
     errors = rows(sample_db, q.error_rates()).to_dict("records")[0]
     shown = metrics(at)
-    assert shown["Run p50"][0] == milliseconds(lat["run_ms"]["p50"])
-    assert shown["Run p99"][0] == milliseconds(lat["run_ms"]["p99"])
-    assert shown["Model call p99"][0] == milliseconds(lat["model_call_ms"]["p99"])
+    assert shown["Run p50"][0] == duration(lat["run_ms"]["p50"])
+    assert shown["Run p99"][0] == duration(lat["run_ms"]["p99"])
+    assert shown["Model call p99"][0] == duration(lat["model_call_ms"]["p99"])
     assert shown["Model-call error rate"] == (
         f"{errors['error_rate']:.1%}",
         f"{errors['failed']} of {errors['attempts']} attempts",
@@ -46,7 +46,7 @@ def test_health_page_follows_the_sidebar_filters(app, sample_db, rows):  # noqa:
     f = q.Filters(tenant="globex")
     at = app(sample_db, "health", tenant="globex")
     lat = rows(sample_db, q.latency_summary(f)).set_index("measure")
-    assert metrics(at)["Run p99"][0] == milliseconds(lat.loc["run_ms", "p99"])
+    assert metrics(at)["Run p99"][0] == duration(lat.loc["run_ms", "p99"])
     assert table(at, "tool", "failure_rate")["tool"].tolist() == rows(sample_db, q.tool_health(f))["tool"].tolist()
 
 
