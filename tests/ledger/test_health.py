@@ -178,6 +178,9 @@ def test_scripted_tool_failures_of_the_harness_scenarios(tmp_path: Path) -> None
     ship = tools["get_shipping_status"]
     assert (ship["calls"], ship["hard_failures"], ship["soft_failures"], ship["failure_rate"]) == (6, 0, 6, 1.0)
     assert {t: r["share_of_runs"] for t, r in tools.items()} == {t: 1 / 3 for t in tools}
+    # Every one errored: the loop and the step cap on the root, the recovered date error only on its tool span.
+    errored = {r["error_type"]: r["runs"] for r in q.records(con, q.run_errors())}
+    assert errored == {None: 3, "loop_detected": 1, "max_steps": 1, "span error": 1}
     con.close()
 
 
