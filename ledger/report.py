@@ -7,7 +7,7 @@ JSON numbers rounded to 10 decimal places from exact DECIMAL sums.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -19,7 +19,7 @@ from .queries.health import LEVELS
 from .sources import ConnectionSource, Source
 from .wording import duration, plural
 
-__all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
+__all__ = ["REPORT_SCHEMA", "build_report", "format_report", "latency_figures"]
 
 REPORT_SCHEMA = "turnledger.report/2"  # 2: latency, errors, tools (operations health)
 
@@ -87,9 +87,17 @@ def build_report(
     }
 
 
+def latency_figures(run: Mapping[str, Any], calls: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``run_ms``, ``model_call_ms``, ``time_to_first_token_ms``, each ``{p50, p95, p99}``: from ``run_latency``'s
+    row and ``model_call_latency``'s overall row (None for a measure without data)."""
+    sources = {"run_ms": (run, "_ms"), "model_call_ms": (calls, "_ms"), "time_to_first_token_ms": (calls, "_ttft_ms")}
+    return {name: {f"p{n}": row.get(f"p{n}{suffix}") for n in LEVELS} for name, (row, suffix) in sources.items()}
+
+
 def _health(rows: Callable[..., list[dict[str, Any]]]) -> dict[str, Any]:
     """The operations figures: latency percentiles, model-call errors by cause, per-tool failures."""
-    latency = {r["measure"]: {f"p{n}": r[f"p{n}"] for n in LEVELS} for r in rows(q.latency_summary)}
+    calls = rows(q.model_call_latency)
+    latency = latency_figures(rows(q.run_latency)[0], calls[0])
     overall = rows(q.error_rates)[0]  # the overall row comes first
     tools = [
         {k: t[k] for k in ("tool", "calls", "failures", "hard_failures", "soft_failures", "failure_rate", "p50_ms",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -11,24 +13,24 @@ from dashboard.loaders import load
 from dashboard.ui import count, first_row, metric, pct, plain
 from ledger import conventions as c
 from ledger import queries as q
+from ledger.report import latency_figures
 from ledger.wording import duration
 
 _MEASURES = {"run_ms": "Run (root span)", "model_call_ms": "Model call", "time_to_first_token_ms": "First token"}
 _LEVEL_COLORS = {"p50": "#4C78A8", "p95": "#F58518", "p99": "#E45756"}
 
 
-def latency_figure(summary: pd.DataFrame) -> go.Figure:
-    """Grouped bars: p50/p95/p99 of each measure, in ms (log scale: a run is many calls long)."""
-    rows = summary[summary["samples"] > 0]
-    labels = [_MEASURES[m] for m in rows["measure"]]
+def latency_figure(latency: dict[str, dict[str, Any]]) -> go.Figure:
+    """Grouped bars: p50/p95/p99 of each measure that has data, in ms (log scale: a run is many calls long)."""
+    measures = [m for m, levels in latency.items() if levels["p50"] is not None]
     fig = go.Figure(
         [
             go.Bar(
                 name=level,
-                x=labels,
-                y=rows[level],
+                x=[_MEASURES[m] for m in measures],
+                y=[latency[m][level] for m in measures],
                 marker_color=color,
-                text=[duration(v) for v in rows[level]],
+                text=[duration(latency[m][level]) for m in measures],
                 textposition="auto",
                 hovertemplate=f"%{{x}} {level}: %{{y:,.1f}} ms<extra></extra>",
             )
@@ -84,8 +86,9 @@ def render() -> None:
     f = ui.current_filters()
     if not ui.has_runs(f):
         return
-    summary = load(q.latency_summary, f)
-    lat = {r["measure"]: r for r in summary.to_dict("records")}
+    per_model = load(q.model_call_latency, f)
+    overall = first_row(per_model)  # the overall row comes first
+    lat = latency_figures(first_row(load(q.run_latency, f)), overall)
     errors = first_row(load(q.error_rates, f))
     runs = first_row(load(q.run_errors, f))
     cols = [*st.columns(3), *st.columns(3)]
@@ -113,16 +116,15 @@ def render() -> None:
     )
 
     st.subheader("Latency", anchor=False)
-    st.plotly_chart(latency_figure(summary), key="latency")
-    ttft = lat["time_to_first_token_ms"]
+    st.plotly_chart(latency_figure(lat), key="latency")
+    streamed = overall.get("streamed_calls")
     st.caption(
         "Bars are p50, p95 and p99; each is a real run's or call's duration. First token is the time to the first "
         f"chunk of streamed calls (`{c.TIME_TO_FIRST_CHUNK}`): "
-        + (f"{count(ttft['samples'])} streamed calls." if ttft["samples"] else "no call in this selection reports it.")
+        + (f"{count(streamed)} streamed calls." if streamed else "no call in this selection reports it.")
     )
-    per_model = load(q.model_call_latency, f)
     st.dataframe(
-        per_model,
+        per_model[~per_model["overall"]].drop(columns="overall"),
         hide_index=True,
         column_config={
             "calls": "successful attempts",

@@ -28,19 +28,19 @@ from ledger import conventions as c
 
 from .core import NO_FILTERS, Filters, Query, filtered, query
 
-__all__ = ["error_causes", "error_rates", "latency_summary", "model_call_latency", "run_errors", "tool_health"]
+__all__ = ["error_causes", "error_rates", "model_call_latency", "run_errors", "run_latency", "tool_health"]
 
 LEVELS = (50, 95, 99)  # the percentiles every health figure reports
 
 _DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
 _RUN_MS = _DURATION_MS.format(start="started_at", end="ended_at")
 _SPAN_MS = _DURATION_MS.format(start="s.start_time", end="s.end_time")
-_FAILED = "coalesce(fc.status_code = 'ERROR', FALSE)"  # a failed attempt (over ``fc``)
-# Time to first token, ms; reading span JSON only for the chat spans that mention it.
+_FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
+# Time to first token, ms; span JSON is parsed only for the chat spans that mention it.
 _TTFT_MS = f"json_extract(s.attributes, '$.\"{c.TIME_TO_FIRST_CHUNK}\"')::DOUBLE * 1000"
 _TOOL = f"""CASE WHEN starts_with(s.name, 'execute_tool ') THEN substr(s.name, 14)
            ELSE coalesce(json_extract_string(s.attributes, '$."{c.TOOL_NAME}"'), s.name) END"""
-_SOFT = f"""s.attributes LIKE '%{c.TOOL_SOFT_FAILURE}%'
+_SOFT = f"""contains(s.attributes, '{c.TOOL_SOFT_FAILURE}')
            AND json_extract_string(s.attributes, '$."{c.TOOL_SOFT_FAILURE}"') = 'true'"""
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
@@ -50,54 +50,50 @@ _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
             ELSE coalesce(error_type, 'unknown') END"""
 
 
-def _percentiles(expr: str, suffix: str = "_ms", levels: tuple[int, ...] = LEVELS) -> str:
-    """``quantile_disc(expr, 0.5) AS p50_ms, ...``: nearest-rank percentiles, as for cost."""
-    return ", ".join(f"quantile_disc({expr}, {level / 100}) AS p{level}{suffix}" for level in levels)
+def _quantiles(expr: str, name: str, levels: tuple[int, ...] = LEVELS) -> str:
+    """Nearest-rank percentiles of ``expr`` as one list ``name`` (one sort for all levels, as for cost)."""
+    return f"quantile_disc({expr}, [{', '.join(str(level / 100) for level in levels)}]) AS {name}"
 
 
-def _ttft(w: str) -> str:
-    """CTE ``ttft``: streamed model calls of the filtered charges with their time to first token."""
-    return (
-        w
-        + f""", ttft AS (
-    SELECT fc.provider, fc.model, {_TTFT_MS} AS ms
-    FROM fc JOIN spans s USING (trace_id, span_id)
-    WHERE s.attributes LIKE '%{c.TIME_TO_FIRST_CHUNK}%' AND NOT {_FAILED}
-)
-"""
-    )
+def _unpack(name: str, suffix: str = "_ms", levels: tuple[int, ...] = LEVELS) -> str:
+    """``name[1] AS p50_ms, ...``: the list ``_quantiles`` made, one column per level."""
+    return ", ".join(f"{name}[{i}] AS p{level}{suffix}" for i, level in enumerate(levels, 1))
 
 
 @query
-def latency_summary(f: Filters = NO_FILTERS) -> Query:
-    """One row per measure (``run_ms``, ``model_call_ms``, ``time_to_first_token_ms``): samples, p50/p95/p99, max."""
+def run_latency(f: Filters = NO_FILTERS) -> Query:
+    """Runs' wall time (their root span), in ms: how many, p50/p95/p99 and the slowest."""
     w, p = filtered(f)
     return Query(
-        _ttft(w)
-        + f"""SELECT 'run_ms' AS measure, count(*) AS samples, {_percentiles(_RUN_MS, "")}, max({_RUN_MS}) AS max
-FROM fr WHERE root_span_id IS NOT NULL AND ended_at IS NOT NULL
-UNION ALL
-SELECT 'model_call_ms', count(*), {_percentiles("latency_ms", "")}, max(latency_ms) FROM fc WHERE NOT {_FAILED}
-UNION ALL
-SELECT 'time_to_first_token_ms', count(ms), {_percentiles("ms", "")}, max(ms) FROM ttft""",
+        w
+        + f"""SELECT runs, {_unpack("q")}, max_ms FROM (
+    SELECT count(*) AS runs, {_quantiles(_RUN_MS, "q")}, max({_RUN_MS}) AS max_ms
+    FROM fr WHERE root_span_id IS NOT NULL AND ended_at IS NOT NULL
+)""",
         p,
     )
 
 
 @query
 def model_call_latency(f: Filters = NO_FILTERS) -> Query:
-    """Per provider and model: successful attempts, their latency p50/p95/p99, and time to first token when streamed."""
+    """Successful model-call attempts' latency and, for streamed calls, time to first token, in ms.
+
+    One row for all calls (``overall``, first), then one per provider and model.
+    """
     w, p = filtered(f)
     return Query(
-        _ttft(w)
-        + f""", lat AS (
-    SELECT provider, model, count(*) AS calls, {_percentiles("latency_ms")}
-    FROM fc WHERE NOT {_FAILED} GROUP BY provider, model
-), first AS (
-    SELECT provider, model, count(*) AS streamed_calls, {_percentiles("ms", "_ttft_ms", (50, 95))}
-    FROM ttft GROUP BY provider, model
+        w
+        + f""", ttft AS (
+    SELECT s.trace_id, s.span_id, {_TTFT_MS} AS ttft_ms FROM spans s
+    WHERE s.operation = 'chat' AND contains(s.attributes, '{c.TIME_TO_FIRST_CHUNK}')
+), calls AS (
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls,
+           {_quantiles("latency_ms", "q")}, count(ttft_ms) AS streamed_calls, {_quantiles("ttft_ms", "t")}
+    FROM fc LEFT JOIN ttft USING (trace_id, span_id) WHERE NOT {_FAILED}
+    GROUP BY GROUPING SETS ((), (provider, model))
 )
-SELECT * FROM lat LEFT JOIN first USING (provider, model) ORDER BY calls DESC, provider, model""",
+SELECT overall, provider, model, calls, {_unpack("q")}, streamed_calls, {_unpack("t", "_ttft_ms")}
+FROM calls ORDER BY overall DESC, calls DESC, provider, model""",
         p,
     )
 
@@ -125,8 +121,8 @@ def error_rates(f: Filters = NO_FILTERS) -> Query:
     w, p = filtered(f)
     return Query(
         w
-        + f"""SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS attempts, count(*) FILTER (WHERE {_FAILED}) AS failed,
-       count(*) FILTER (WHERE {_FAILED}) / nullif(count(*), 0) AS error_rate
+        + f"""SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS attempts,
+       count(*) FILTER (WHERE {_FAILED}) AS failed, count(*) FILTER (WHERE {_FAILED}) / nullif(count(*), 0) AS error_rate
 FROM fc GROUP BY GROUPING SETS ((), (provider, model))
 ORDER BY overall DESC, provider NULLS FIRST, model NULLS FIRST""",
         p,
@@ -139,11 +135,14 @@ def error_causes(f: Filters = NO_FILTERS) -> Query:
     w, p = filtered(f)
     return Query(
         w
-        + f""", calls AS (SELECT trace_id, call_id, bool_or(NOT {_FAILED}) AS succeeded FROM fc GROUP BY ALL)
+        + f""", failed AS (SELECT trace_id, call_id, provider, model, error_type FROM fc WHERE {_FAILED}),
+recovered AS (
+    SELECT DISTINCT trace_id, call_id FROM fc SEMI JOIN failed USING (trace_id, call_id) WHERE NOT {_FAILED}
+)
 SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
-       count(*) FILTER (WHERE succeeded) AS recovered, count(*) FILTER (WHERE NOT succeeded) AS not_recovered,
+       count(r.call_id) AS recovered, count(*) - count(r.call_id) AS not_recovered,
        count(*) / (SELECT count(*) FROM fc) AS share_of_attempts
-FROM fc JOIN calls USING (trace_id, call_id) WHERE {_FAILED}
+FROM failed LEFT JOIN recovered r USING (trace_id, call_id)
 GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
         p,
     )
@@ -160,10 +159,14 @@ def tool_health(f: Filters = NO_FILTERS) -> Query:
            s.status_code IS DISTINCT FROM 'ERROR' AND {_SOFT} AS soft
     FROM spans s SEMI JOIN fr USING (trace_id) WHERE s.operation = 'execute_tool'
 )
-SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
-       count(*) FILTER (WHERE soft) AS soft_failures, count(*) FILTER (WHERE hard OR soft) AS failures,
-       count(*) FILTER (WHERE hard OR soft) / count(*) AS failure_rate, {_percentiles("ms", "_ms", (50, 95))},
-       count(DISTINCT trace_id) AS runs, count(DISTINCT trace_id) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
-FROM tc GROUP BY tool ORDER BY calls DESC, tool""",
+SELECT tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
+       (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95))},
+       runs, runs / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
+FROM (
+    SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
+           count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ms", "q", (50, 95))},
+           count(DISTINCT trace_id) AS runs
+    FROM tc GROUP BY tool
+) ORDER BY calls DESC, tool""",
         p,
     )

@@ -14,12 +14,13 @@ from .test_pages import app, figures, metrics, table, values  # noqa: F401  (app
 
 def test_health_page_shows_the_ledgers_latency_errors_and_tools(app, sample_db, rows):  # noqa: F811
     at = app(sample_db, "health")
-    lat = {r["measure"]: r for r in rows(sample_db, q.latency_summary()).to_dict("records")}
+    run = rows(sample_db, q.run_latency()).to_dict("records")[0]
+    calls = rows(sample_db, q.model_call_latency()).to_dict("records")[0]
     errors = rows(sample_db, q.error_rates()).to_dict("records")[0]
     shown = metrics(at)
-    assert shown["Run p50"][0] == duration(lat["run_ms"]["p50"])
-    assert shown["Run p99"][0] == duration(lat["run_ms"]["p99"])
-    assert shown["Model call p99"][0] == duration(lat["model_call_ms"]["p99"])
+    assert shown["Run p50"][0] == duration(run["p50_ms"])
+    assert shown["Run p99"][0] == duration(run["p99_ms"])
+    assert shown["Model call p99"][0] == duration(calls["p99_ms"])
     assert shown["Model-call error rate"] == (
         f"{errors['error_rate']:.1%}",
         f"{errors['failed']} of {errors['attempts']} attempts",
@@ -27,7 +28,7 @@ def test_health_page_shows_the_ledgers_latency_errors_and_tools(app, sample_db, 
 
     charts = figures(at)
     bars = {trace["name"]: values(trace["y"]) for trace in charts["Latency percentiles (nearest rank)"]["data"]}
-    assert bars["p99"] == [lat["run_ms"]["p99"], lat["model_call_ms"]["p99"]]  # no streamed call: no first-token bar
+    assert bars["p99"] == [run["p99_ms"], calls["p99_ms"]]  # no streamed call: no first-token bar
     causes = charts["Failed model-call attempts by cause"]
     assert causes["layout"]["xaxis"]["title"]["text"] == "Failed attempts"
     want = rows(sample_db, q.error_causes()).groupby("cause")["recovered"].sum().to_dict()
@@ -45,8 +46,8 @@ def test_health_page_shows_the_ledgers_latency_errors_and_tools(app, sample_db, 
 def test_health_page_follows_the_sidebar_filters(app, sample_db, rows):  # noqa: F811
     f = q.Filters(tenant="globex")
     at = app(sample_db, "health", tenant="globex")
-    lat = rows(sample_db, q.latency_summary(f)).set_index("measure")
-    assert metrics(at)["Run p99"][0] == duration(lat.loc["run_ms", "p99"])
+    run = rows(sample_db, q.run_latency(f)).to_dict("records")[0]
+    assert metrics(at)["Run p99"][0] == duration(run["p99_ms"])
     assert table(at, "tool", "failure_rate")["tool"].tolist() == rows(sample_db, q.tool_health(f))["tool"].tolist()
 
 

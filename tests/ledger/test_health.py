@@ -125,14 +125,16 @@ def by_tool(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS) -> dict
 
 
 def latency(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS) -> dict[str, dict[str, Any]]:
-    return {r["measure"]: r for r in q.records(con, q.latency_summary(f))}
+    """``run`` (``run_latency``'s row) and ``calls`` (``model_call_latency``'s overall row)."""
+    calls = q.records(con, q.model_call_latency(f))
+    assert calls[0]["overall"] and not any(r["overall"] for r in calls[1:])
+    return {"run": q.records(con, q.run_latency(f))[0], "calls": calls[0]}
 
 
 def test_seed_runs_latency_p50_and_p99_of_the_root_span(seed: duckdb.DuckDBPyConnection) -> None:
-    run = latency(seed)["run_ms"]
-    assert (run["samples"], run["p50"], run["p95"], run["p99"]) == (2, 0.5, 0.6, 0.6)
-    calls = latency(seed)["model_call_ms"]
-    assert (calls["samples"], calls["p50"], calls["p99"]) == (7, 0.1, 0.1)
+    run, calls = latency(seed).values()
+    assert (run["runs"], run["p50_ms"], run["p95_ms"], run["p99_ms"], run["max_ms"]) == (2, 0.5, 0.6, 0.6, 0.6)
+    assert (calls["calls"], calls["p50_ms"], calls["p99_ms"], calls["streamed_calls"]) == (7, 0.1, 0.1, 0)
 
 
 def test_seed_tool_frequency_and_failure_rate_per_tool(seed: duckdb.DuckDBPyConnection) -> None:
@@ -160,7 +162,7 @@ def test_seed_error_rate_is_traces_with_an_error_span_split_by_error_type(seed: 
 
 def test_filters_narrow_every_health_figure(seed: duckdb.DuckDBPyConnection) -> None:
     acme = q.Filters(tenant="acme")
-    assert latency(seed, acme)["run_ms"]["p99"] == 0.5
+    assert latency(seed, acme)["run"]["p99_ms"] == 0.5
     assert by_tool(seed, acme)["get_shipping_status"]["failures"] == 0
     assert q.records(seed, q.run_errors(acme))[0]["runs"] == 0
 
@@ -192,17 +194,18 @@ def test_harness_latencies_equal_the_nearest_rank_of_their_spans(tmp_path: Path)
     ok_calls = [(s.end_ns - s.start_ns) / 1e6 for s in spans if s.name.startswith("chat") and s.status_code != "ERROR"]
     tools = [(s.end_ns - s.start_ns) / 1e6 for s in spans if s.name == "execute_tool search_kb"]
     figures = latency(con)
-    for measure, values in (("run_ms", roots), ("model_call_ms", ok_calls)):
+    for measure, count, values in (("run", "runs", roots), ("calls", "calls", ok_calls)):
         row = figures[measure]
-        assert row["samples"] == len(values), measure
+        assert row[count] == len(values), measure
         for level in (50, 95, 99):
-            assert row[f"p{level}"] == pytest.approx(nearest_rank(values, level / 100), abs=1e-6), (measure, level)
+            assert row[f"p{level}_ms"] == pytest.approx(nearest_rank(values, level / 100), abs=1e-6), (measure, level)
     search = by_tool(con)["search_kb"]
     assert search["p50_ms"] == pytest.approx(nearest_rank(tools, 0.5), abs=1e-6)
     assert search["p95_ms"] == pytest.approx(nearest_rank(tools, 0.95), abs=1e-6)
     per_model = q.records(con, q.model_call_latency())
     assert [(r["provider"], r["model"], r["calls"]) for r in per_model] == [
-        ("anthropic", "claude-sonnet-5", len(ok_calls))
+        (None, None, len(ok_calls)),
+        ("anthropic", "claude-sonnet-5", len(ok_calls)),
     ]
     con.close()
 
@@ -229,10 +232,10 @@ def test_a_call_that_never_recovered_and_time_to_first_token(tmp_path: Path) -> 
     causes = {row["cause"]: (row["failed"], row["recovered"], row["not_recovered"]) for row in
               q.records(con, q.error_causes())}  # fmt: skip
     assert causes == {"server error (5xx)": (1, 0, 1), "timeout / connection": (1, 0, 1)}
-    ttft = latency(con)["time_to_first_token_ms"]
-    assert (ttft["samples"], ttft["p50"], ttft["p99"]) == (1, 35.0, 35.0)
-    (model,) = q.records(con, q.model_call_latency())
-    assert (model["calls"], model["streamed_calls"], model["p50_ttft_ms"]) == (1, 1, 35.0)
+    overall, model = q.records(con, q.model_call_latency())
+    for row in (overall, model):
+        assert (row["calls"], row["streamed_calls"], row["p50_ttft_ms"], row["p99_ttft_ms"]) == (1, 1, 35.0, 35.0)
+    assert build_report(con)["latency"]["time_to_first_token_ms"] == {"p50": 35.0, "p95": 35.0, "p99": 35.0}
     con.close()
 
 
