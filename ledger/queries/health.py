@@ -12,7 +12,7 @@ run's, call's or tool call's duration. Durations come from nanosecond epochs.
 * time to first token is ``gen_ai.response.time_to_first_chunk`` (seconds, on
   streamed chat spans; ``TIME_TO_FIRST_CHUNK``), shown in ms;
 * an errored run is a trace with any ERROR span (the seed's error rate), split by
-  its root's ``error.type`` (``step_cap``, ``budget_exceeded``, a model call's
+  its root's ``error.type`` (``max_steps``, ``budget_exceeded``, a model call's
   cause), or ``span error`` when only a child span (a tool, an attempt) failed;
 * a failed attempt is a charge whose span has ERROR status; its cause is its
   ``error.type`` (``429``, ``529``, ``5xx``, ``connection``/timeouts, else as
@@ -35,12 +35,15 @@ LEVELS = (50, 95, 99)  # the percentiles every health figure reports
 _DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
 _RUN_MS = _DURATION_MS.format(start="started_at", end="ended_at")
 _SPAN_MS = _DURATION_MS.format(start="s.start_time", end="s.end_time")
-_FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
-# Time to first token, ms; span JSON is parsed only for the chat spans that mention it.
+_FAILED_OF = "coalesce({table}status_code = 'ERROR', FALSE)"  # a failed attempt (of a table alias, e.g. "fc.")
+_FAILED = _FAILED_OF.format(table="")
+# Time to first token, ms; span JSON is parsed only for the chat spans that carry it.
 _TTFT_MS = f"json_extract(s.attributes, '$.\"{c.TIME_TO_FIRST_CHUNK}\"')::DOUBLE * 1000"
 _TOOL = f"""CASE WHEN starts_with(s.name, 'execute_tool ') THEN substr(s.name, 14)
            ELSE coalesce(json_extract_string(s.attributes, '$."{c.TOOL_NAME}"'), s.name) END"""
-_SOFT = f"""contains(s.attributes, '{c.TOOL_SOFT_FAILURE}')
+# The JSON columns are written by ``ledger.rows`` (orjson, compact): a key reads ``"key":``, so
+# the cheap probe finds the spans that carry the flag and only those are parsed.
+_SOFT = f"""contains(s.attributes, '"{c.TOOL_SOFT_FAILURE}":')
            AND json_extract_string(s.attributes, '$."{c.TOOL_SOFT_FAILURE}"') = 'true'"""
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
@@ -84,16 +87,23 @@ def model_call_latency(f: Filters = NO_FILTERS) -> Query:
     return Query(
         w
         + f""", ttft AS (
-    SELECT s.trace_id, s.span_id, {_TTFT_MS} AS ttft_ms FROM spans s
-    WHERE s.operation = 'chat' AND contains(s.attributes, '{c.TIME_TO_FIRST_CHUNK}')
-), calls AS (
-    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls,
-           {_quantiles("latency_ms", "q")}, count(ttft_ms) AS streamed_calls, {_quantiles("ttft_ms", "t")}
-    FROM fc LEFT JOIN ttft USING (trace_id, span_id) WHERE NOT {_FAILED}
-    GROUP BY GROUPING SETS ((), (provider, model))
+    SELECT fc.provider, fc.model, {_TTFT_MS} AS ttft_ms
+    FROM spans s JOIN fc USING (trace_id, span_id)
+    WHERE s.operation = 'chat' AND contains(s.attributes, '"{c.TIME_TO_FIRST_CHUNK}":')
+          AND NOT {_FAILED_OF.format(table="fc.")}
+), lat AS (
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")}
+    FROM fc WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
+), first AS (  -- aggregated apart: the streamed calls are few, joining them to every call is not
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS streamed_calls,
+           {_quantiles("ttft_ms", "t")}
+    FROM ttft GROUP BY GROUPING SETS ((), (provider, model))
 )
-SELECT overall, provider, model, calls, {_unpack("q")}, streamed_calls, {_unpack("t", "_ttft_ms")}
-FROM calls ORDER BY overall DESC, calls DESC, provider, model""",
+SELECT lat.overall, lat.provider, lat.model, calls, {_unpack("q")}, coalesce(streamed_calls, 0) AS streamed_calls,
+       {_unpack("t", "_ttft_ms")}
+FROM lat LEFT JOIN first ON first.overall = lat.overall AND first.provider IS NOT DISTINCT FROM lat.provider
+     AND first.model IS NOT DISTINCT FROM lat.model
+ORDER BY lat.overall DESC, calls DESC, lat.provider, lat.model""",
         p,
     )
 
