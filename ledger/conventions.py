@@ -33,6 +33,7 @@ __all__ = [
     "DEPLOYMENT_ENVIRONMENT",
     "DEPLOYMENT_ENVIRONMENT_NAME",
     "ERROR_TYPE",
+    "EVENT_AUTHORIZATION_APPROVED",
     "EVENT_AUTHORIZATION_DENIED",
     "EVENT_BUDGET_STOP",
     "EVENT_BUDGET_WARN",
@@ -67,6 +68,7 @@ __all__ = [
     "STOP_DETAIL",
     "SYSTEM_INSTRUCTIONS",
     "TENANT",
+    "TIME_TO_FIRST_CHUNK",
     "TOOL_CALLS",
     "TOOL_CALL_ARGUMENTS",
     "TOOL_CALL_ID",
@@ -101,6 +103,7 @@ INPUT_MESSAGES = _gen_ai.GEN_AI_INPUT_MESSAGES
 SYSTEM_INSTRUCTIONS = _gen_ai.GEN_AI_SYSTEM_INSTRUCTIONS
 TOOL_DEFINITIONS = _gen_ai.GEN_AI_TOOL_DEFINITIONS
 ERROR_TYPE = _error.ERROR_TYPE
+TIME_TO_FIRST_CHUNK = _gen_ai.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK  # seconds, on a streamed call's span
 # The TTL split of the cache writes above (Anthropic bills 1-hour writes at 2x input, 5-minute
 # ones at 1.25x). The GenAI conventions have no name for it (semconv 0.66b2); these are the
 # anthropic SDK's own span attributes (anthropic/_tracing.py), which our spans use too.
@@ -134,6 +137,7 @@ EVENT_BUDGET_STOP = "turnledger.budget.stop"
 EVENT_RETRY = "turnledger.retry"  # cause, wait_s, attempt
 EVENT_OFFLOAD = "turnledger.offload"
 EVENT_AUTHORIZATION_DENIED = "turnledger.authorization.denied"
+EVENT_AUTHORIZATION_APPROVED = "turnledger.authorization.approved"  # a gated (write) call allowed
 EVENT_HANDOFF = "turnledger.handoff"
 GUARD_EVENTS = frozenset(
     {
@@ -143,6 +147,7 @@ GUARD_EVENTS = frozenset(
         EVENT_RETRY,
         EVENT_OFFLOAD,
         EVENT_AUTHORIZATION_DENIED,
+        EVENT_AUTHORIZATION_APPROVED,
         EVENT_HANDOFF,
     }
 )

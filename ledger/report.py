@@ -7,7 +7,7 @@ JSON numbers rounded to 10 decimal places from exact DECIMAL sums.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -15,12 +15,13 @@ import duckdb
 
 from . import queries as q
 from . import terms
+from .queries.health import LEVELS
 from .sources import ConnectionSource, Source
-from .wording import plural
+from .wording import duration, plural
 
-__all__ = ["REPORT_SCHEMA", "build_report", "format_report"]
+__all__ = ["REPORT_SCHEMA", "build_report", "format_report", "latency_figures"]
 
-REPORT_SCHEMA = "turnledger.report/1"
+REPORT_SCHEMA = "turnledger.report/2"  # 2: latency, errors, tools (operations health), cost_anomalies
 
 
 def _num(value: Any) -> Any:
@@ -89,6 +90,37 @@ def build_report(
             "min_baseline_runs": q.ANOMALY_MIN_BASELINE,
             "runs": anomalies,
         },
+        **_health(rows),
+    }
+
+
+def latency_figures(run: Mapping[str, Any], calls: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``run_ms``, ``model_call_ms``, ``time_to_first_token_ms``, each ``{p50, p95, p99}``: from ``run_latency``'s
+    row and ``model_call_latency``'s overall row (None for a measure without data)."""
+    sources = {"run_ms": (run, "_ms"), "model_call_ms": (calls, "_ms"), "time_to_first_token_ms": (calls, "_ttft_ms")}
+    return {name: {f"p{n}": row.get(f"p{n}{suffix}") for n in LEVELS} for name, (row, suffix) in sources.items()}
+
+
+def _health(rows: Callable[..., list[dict[str, Any]]]) -> dict[str, Any]:
+    """The operations figures: latency percentiles, model-call errors by cause, per-tool failures."""
+    calls = rows(q.model_call_latency)
+    latency = latency_figures(rows(q.run_latency)[0], calls[0])
+    overall = rows(q.error_rates)[0]  # the overall row comes first
+    tools = [
+        {k: t[k] for k in ("tool", "calls", "failures", "hard_failures", "soft_failures", "failure_rate", "p50_ms",
+                           "p95_ms", "runs", "share_of_runs")}
+        for t in rows(q.tool_health)
+    ]  # fmt: skip
+    runs = rows(q.run_errors)
+    return {
+        "latency": latency,
+        "errors": {
+            "model_call_error_rate": overall["error_rate"],
+            "by_cause": rows(q.error_causes),
+            "run_error_rate": runs[0]["share_of_runs"],
+            "runs_by_error_type": runs[1:],
+        },
+        "tools": tools,
     }
 
 
@@ -98,6 +130,31 @@ def _usd(v: Any) -> str:
 
 def _pct(v: Any) -> str:
     return "—" if v is None else f"{v:.1%}"
+
+
+_HEALTH_TOOLS = 10  # the most-called tools the human report lists (the JSON has them all)
+
+
+def _format_health(r: dict[str, Any]) -> list[str]:
+    """The short health section: latency percentiles, the model-call error rate and its causes, the tools."""
+    lat = r["latency"]
+    causes = r["errors"]["by_cause"]
+    return [
+        "",
+        "health",
+        *(
+            f"  {label:<22} p50 {duration(lat[key]['p50'])}   p95 {duration(lat[key]['p95'])}   p99 {duration(lat[key]['p99'])}"
+            for key, label in (("run_ms", "run"), ("model_call_ms", "model call"),
+                               ("time_to_first_token_ms", "time to first token"))
+        ),
+        f"  model-call errors      {_pct(r['errors']['model_call_error_rate'])} of attempts"
+        + "".join(f"; {e['cause']} {e['failed']} ({e['recovered']} recovered)" for e in causes),
+        *(
+            f"  tool {t['tool']:<20} {plural(t['calls'], 'call'):>10}  {t['failures']} failed ({_pct(t['failure_rate'])})"
+            f"   p50 {duration(t['p50_ms'])}   p95 {duration(t['p95_ms'])}"
+            for t in r["tools"][:_HEALTH_TOOLS]
+        ),
+    ]  # fmt: skip
 
 
 def format_report(r: dict[str, Any]) -> str:
@@ -112,6 +169,7 @@ def format_report(r: dict[str, Any]) -> str:
         + "   ".join(f"{k.removeprefix('share_')} {_pct(v)}" for k, v in r["where_the_money_went"].items()),
         f"retries  {plural(r['retries']['attempts'], 'attempt')}, {_usd(r['retries']['usd'])} ({_pct(r['retries']['share_of_spend'])} of spend)",
         f"loop-detector trips  {r['loop_trips']['trips']}",
+        *_format_health(r),
         "",
         "stop causes",
         *(

@@ -1,11 +1,11 @@
-"""How counts are written in every output (the CLI's tables and the dashboard): "1 run", "2 runs", "1,204"."""
+"""How counts and durations are written in every output (the CLI's tables and the dashboard): "1 run", "1,204", "35 ms", "76.7 s"."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-__all__ = ["count", "plural"]
+__all__ = ["count", "duration", "plural"]
 
 
 def _whole(n: Any) -> int | None:
@@ -25,3 +25,17 @@ def count(n: Any) -> str:
 def plural(n: Any, word: str) -> str:
     """'1 run', '2 runs', '— runs'."""
     return f"{count(n)} {word}" + ("" if _whole(n) == 1 else "s")
+
+
+def duration(ms: Any) -> str:
+    """A duration given in ms: '0.5 ms' (two significant digits) under 10 ms, '1,204 ms' under 10 s,
+    then '76.7 s'; a missing one is "—"."""
+    try:
+        value = float(ms)
+    except (TypeError, ValueError):
+        return "—"
+    if math.isnan(value):
+        return "—"
+    if value < 10:
+        return f"{value:.2g} ms"
+    return f"{value:,.0f} ms" if value < 10_000 else f"{value / 1000:,.1f} s"

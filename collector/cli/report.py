@@ -43,23 +43,38 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 # --- context -----------------------------------------------------------------------------
+_RUN_ID_HELP = (
+    "the run's trace id (a unique prefix of 8+ characters works), or its conversation id "
+    "(gen_ai.conversation.id; for our harness, the run id its result carries)"
+)
+
+
 def add_context(p: argparse.ArgumentParser) -> None:
     """Print the exact request payload of a run's turn."""
-    p.add_argument("trace_id", metavar="TRACE_ID", help="the run's trace id (a unique prefix of 8+ characters works)")
+    p.add_argument("trace_id", metavar="ID", help=_RUN_ID_HELP)
     p.add_argument("--turn", type=int, default=None, help="model call number, 1-based (default: list the turns)")
     add_source(p)
 
 
 def resolve_trace(source: Source, prefix: str) -> str:
-    """The one run whose trace id starts with ``prefix`` (8+ characters, or the whole id)."""
+    """The one run whose conversation id is ``prefix``, or whose trace id starts with it (8+ characters, or whole)."""
     from ledger import queries as q
 
     prefix = prefix.strip().lower()
-    rows = source.records(q.find_runs, q.NO_FILTERS, trace_id=prefix, limit=2)
+    rows = source.records(q.find_runs, q.NO_FILTERS, trace_id=prefix, limit=20)
+    conversation = [r["trace_id"] for r in rows if (r["conversation_id"] or "").lower() == prefix]
+    if len(conversation) == 1:
+        return str(conversation[0])
+    if conversation:
+        raise UnknownRun(
+            f"conversation {prefix!r} has several runs: give the trace id of one ({', '.join(conversation)})"
+        )
     if len(prefix) < 8 and not (rows and rows[0]["trace_id"] == prefix):
         raise UnknownRun(f"trace id {prefix!r} is too short: give at least 8 characters")
     if not rows:
-        raise UnknownRun(f"no run with trace id {prefix!r} in the ledger (see `turnledger report` for ids)")
+        raise UnknownRun(
+            f"no run with trace id or conversation id {prefix!r} in the ledger (see `turnledger report` for ids)"
+        )
     if len(rows) > 1:
         raise UnknownRun(f"trace id prefix {prefix!r} matches several runs: give more characters")
     return str(rows[0]["trace_id"])
@@ -83,7 +98,7 @@ def cmd_context(a: argparse.Namespace) -> int:
 # --- diff --------------------------------------------------------------------------------------
 def add_diff(p: argparse.ArgumentParser) -> None:
     """Compare two turns' request payloads: the first change inside the cached prefix, then the full diff."""
-    p.add_argument("trace_id", metavar="TRACE_ID", help="the run's trace id (a unique prefix of 8+ characters works)")
+    p.add_argument("trace_id", metavar="ID", help=_RUN_ID_HELP)
     p.add_argument("--turns", type=int, nargs=2, metavar=("A", "B"), required=True, help="the two model calls, 1-based")
     p.add_argument("--summary", action="store_true", help="only the finding, without the full diff")
     add_source(p)

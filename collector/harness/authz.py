@@ -18,7 +18,11 @@ __all__ = ["AllowList", "Authorizer", "Decision"]
 class Decision:
     allowed: bool
     reason: str = ""
+    gated: bool = False  # the call needed an approval (it changes data); an allowed one is recorded
+    by: str = ""  # who decided: a person for a human gate, else the policy's name
 
+
+_POLICY = "allow-list"
 
 Authorizer = Callable[[str, Mapping[str, Any], "str | None"], Decision]
 
@@ -37,8 +41,9 @@ class AllowList:
             return Decision(True)
         if tool in self.write:
             if not tenant:
-                return Decision(False, f"{tool} changes data and this run has no tenant")
+                return Decision(False, f"{tool} changes data and this run has no tenant", True, _POLICY)
             if args.get(self.confirm_arg) is not True:
-                return Decision(False, f"{tool} changes data; call it with {self.confirm_arg}=true once confirmed")
-            return Decision(True)
-        return Decision(False, f"{tool} is not on this agent's allow-list")
+                reason = f"{tool} changes data; call it with {self.confirm_arg}=true once confirmed"
+                return Decision(False, reason, True, _POLICY)
+            return Decision(True, f"{tool} changes data; confirmed with {self.confirm_arg}=true", True, _POLICY)
+        return Decision(False, f"{tool} is not on this agent's allow-list", by=_POLICY)

@@ -15,6 +15,7 @@ from ledger import conventions as c
 
 __all__ = [
     "LoopShape",
+    "authorization_approved",
     "authorization_denied",
     "budget",
     "handoff",
@@ -54,8 +55,17 @@ def offload(tool: str, chars: int, pointer_chars: int, path: str) -> Event:
     return c.EVENT_OFFLOAD, {"tool": tool, "chars": chars, "pointer_chars": pointer_chars, "path": path}
 
 
-def authorization_denied(tool: str, reason: str) -> Event:
-    return c.EVENT_AUTHORIZATION_DENIED, {"tool": tool, "reason": reason}
+def authorization_denied(tool: str, reason: str, by: str = "") -> Event:
+    return c.EVENT_AUTHORIZATION_DENIED, _decision(tool, reason, by)
+
+
+def authorization_approved(tool: str, reason: str, by: str = "") -> Event:
+    """A call that needed an approval (it changes data) and got it."""
+    return c.EVENT_AUTHORIZATION_APPROVED, _decision(tool, reason, by)
+
+
+def _decision(tool: str, reason: str, by: str) -> dict[str, Any]:
+    return {"tool": tool, "reason": reason, **({"by": by} if by else {})}
 
 
 def handoff(reason: str, tool: str) -> Event:

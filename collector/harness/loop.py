@@ -23,7 +23,11 @@ Order of checks after each model reply, and why:
    message, once (never in the system prompt: that would break the cached prefix).
 8. The step cap: a bounded ``for``, never ``while True``.
 
-Every terminal path returns an :class:`AgentResult`; none raises.
+Every terminal path returns an :class:`AgentResult`; none raises. It carries
+the run's ``trace_id`` (its root span's, under ``OTelObserver``) beside its
+``run_id`` (the spans' ``gen_ai.conversation.id``): either finds the run in the
+ledger (``turnledger context ID``, the run explorer), so a user's report can
+arrive with the trace attached.
 """
 
 from __future__ import annotations
@@ -149,6 +153,9 @@ def run_agent(
     )
     info = run.info(task)
     obs.run_started(info)
+    from .fleet_gate import current_trace_id
+
+    run.trace_id = current_trace_id()  # the root span's, now current (under OTelObserver)
     with entered(scope):
         result = run.loop()
     obs.run_finished(info, result)
@@ -176,6 +183,7 @@ class _Run:
     ) -> None:
         self.llm, self.system, self.cfg, self.toolbox = llm, system, cfg, toolbox
         self.gate = gate
+        self.trace_id: str | None = None  # set once the observer has opened the run's root span
         self._gate_failure_noted = False
         self.scope, self.authorize, self.goal_check = scope, authorize, goal_check
         self.snapshot, self.progress, self.offloader = snapshot, progress, offloader
@@ -309,15 +317,13 @@ class _Run:
         try:
             from ledger.budgets.gate import CallScope
 
-            from .fleet_gate import current_trace_id
-
             decision = self.gate.check(
                 CallScope(
                     tenant=scope.tenant,
                     agent=self.cfg.agent_name,
                     model=self.llm.model,
                     call_site=self.cfg.call_site,
-                    trace_id=current_trace_id(),  # the run's root span, under OTelObserver
+                    trace_id=self.trace_id,
                     run_spent_usd=scope.budget.usd,
                 )
             )
@@ -411,13 +417,15 @@ class _Run:
             outcome = run_tool(None, call.name, call.input, scope.tenant, [d["name"] for d in self.tool_defs])
         elif not (decision := self.authorize(call.name, call.input, scope.tenant)).allowed:
             denied = True
-            scope.emit(events.authorization_denied(call.name, decision.reason))
+            scope.emit(events.authorization_denied(call.name, decision.reason, decision.by))
             outcome = ToolOutcome(
                 f"Not permitted: {call.name}. {decision.reason}. Do not retry it; "
                 f"use {HANDOFF_TOOL} if a person must approve it.",
                 True,
             )
         else:
+            if decision.gated:
+                scope.emit(events.authorization_approved(call.name, decision.reason, decision.by))
             outcome = run_tool(tool, call.name, call.input, scope.tenant, list(self.toolbox))
             outcome, path = self._offload(call.name, outcome)
         execution = ToolExecution(
@@ -465,6 +473,7 @@ class _Run:
         final = text if text is not None else (self.steps[-1].text if self.steps else "")
         return AgentResult(
             run_id=self.scope.run_id,
+            trace_id=self.trace_id,
             final_text=final,
             stop_cause=cause,
             detail=detail,

@@ -77,7 +77,7 @@ class Step:
 
 @dataclass
 class AgentResult:
-    run_id: str
+    run_id: str  # also the run's gen_ai.conversation.id
     final_text: str
     stop_cause: StopCause
     detail: str  # why it stopped, for a person
@@ -86,6 +86,7 @@ class AgentResult:
     transcript: list[dict[str, Any]] = field(repr=False)
     missing: str = ""  # for a partial result: what the caller did not get
     error_type: str | None = None
+    trace_id: str | None = None  # the run's root span's (32 hex digits); None without telemetry
 
     @property
     def ok(self) -> bool:
@@ -125,6 +126,7 @@ class AgentResult:
         """A plain summary: what happened, what it cost, what is missing."""
         return {
             "run_id": self.run_id,
+            "trace_id": self.trace_id,
             "ok": self.ok,
             "stop_cause": self.stop_cause,
             "detail": self.detail,

@@ -47,7 +47,10 @@ def _find_run(f: Any) -> str | None:
     st.caption("By trace id, stop cause or cost here; by tenant, agent, model or time in the sidebar filters.")
     c = st.columns([3, 2, 1, 1, 2])
     typed = c[0].text_input(
-        "Trace id (or its first characters)", key="trace", bind="query-params", placeholder="e.g. c24a760f"
+        "Trace id (or its first characters), conversation or run id",
+        key="trace",
+        bind="query-params",
+        placeholder="e.g. c24a760f",
     )
     causes = [ALL, *[str(v) for v in load(q.filter_values, dimension="stop_cause")["value"]]]
     cause = c[1].selectbox("Stop cause", causes, key="find_cause")

@@ -12,7 +12,7 @@ that name, refusing anything not registered.
 from __future__ import annotations
 
 # Each subject module's __all__ is exactly its builders, so the package re-exports them whole.
-from . import anomaly, budgets, compare, guards, meta, runs, spend, tail
+from . import anomaly, budgets, compare, guards, health, meta, runs, spend, tail
 from .anomaly import *  # noqa: F403
 from .budgets import *  # noqa: F403
 from .compare import *  # noqa: F403
@@ -31,6 +31,7 @@ from .core import (
     run,
 )
 from .guards import *  # noqa: F403
+from .health import *  # noqa: F403
 from .meta import *  # noqa: F403
 from .runs import *  # noqa: F403
 from .spend import *  # noqa: F403
@@ -54,6 +55,7 @@ __all__ += anomaly.__all__
 __all__ += budgets.__all__
 __all__ += compare.__all__
 __all__ += guards.__all__
+__all__ += health.__all__
 __all__ += meta.__all__
 __all__ += runs.__all__
 __all__ += spend.__all__

@@ -49,14 +49,18 @@ def find_runs(
     order: str = "recent",
     limit: int = 200,
 ) -> Query:
-    """Runs matching a trace-id prefix, stop cause and cost range, most recent or most expensive first."""
+    """Runs matching an id, stop cause and cost range, most recent or most expensive first.
+
+    ``trace_id`` is a trace-id prefix or, exactly, a conversation id
+    (``gen_ai.conversation.id``: the harness's run id), both case-insensitive.
+    """
     choose("order", order, _FIND_ORDER)
     w, p = filtered(f)
     clauses: list[str] = ["TRUE"]
     params: list[Any] = []
     if trace_id:
-        clauses.append("starts_with(trace_id, ?)")
-        params.append(trace_id.strip().lower())
+        clauses.append("(starts_with(trace_id, ?) OR lower(conversation_id) = ?)")
+        params += [trace_id.strip().lower()] * 2
     if stop_cause:
         clauses.append("coalesce(stop_cause, 'in progress') = ?")
         params.append(stop_cause)
@@ -68,7 +72,7 @@ def find_runs(
         params.append(float(max_usd))
     return Query(
         w
-        + f"""SELECT trace_id, started_at, agent_name, tenant, coalesce(stop_cause, 'in progress') AS stop_cause, turns,
+        + f"""SELECT trace_id, conversation_id, started_at, agent_name, tenant, coalesce(stop_cause, 'in progress') AS stop_cause, turns,
        model_calls, tool_calls, soft_failures, loop_trips, retry_attempts, models, usd_total
 FROM fr WHERE {" AND ".join(clauses)} ORDER BY {_FIND_ORDER[order]} LIMIT ?""",
         [*p, *params, int(limit)],

@@ -136,7 +136,8 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
     _settle(page, f"The {expensive} most expensive runs", pct(typical["share_of_spend_from_p95"]), charts=2)
     links = page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()
     assert [text.split("\n")[-1] for text in links] == [
-        "Spend overview", "Long tail", "Run explorer", "Guards", "Budgets & alerts", "Models & prices", "Compare versions",
+        "Spend overview", "Long tail", "Run explorer", "Guards", "Budgets & alerts", "Models & prices", "Health",
+        "Compare versions",
     ]  # fmt: skip
     _check(page, charts=2)
     _shoot(page, "2-long-tail")

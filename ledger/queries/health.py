@@ -1,0 +1,182 @@
+"""Operations health: how long runs and model calls take, how often calls fail and why, how tools fare.
+
+Percentiles are nearest-rank (``quantile_disc``), as for cost: each is a real
+run's, call's or tool call's duration. Durations come from nanosecond epochs.
+
+* a run's duration is its root span's wall time (first span start to last span
+  end, the runs rollup's ``started_at``/``ended_at``); runs whose root span has
+  not arrived yet are still in progress and left out;
+* a model call's latency is each charged attempt's span duration; failed attempts
+  count in the error figures, not in the latency (a 429 answered in 5 ms is not
+  a fast call);
+* time to first token is ``gen_ai.response.time_to_first_chunk`` (seconds, on
+  streamed chat spans; ``TIME_TO_FIRST_CHUNK``), shown in ms;
+* an errored run is a trace with any ERROR span (the seed's error rate), split by
+  its root's ``error.type`` (``max_steps``, ``budget_exceeded``, a model call's
+  cause), or ``span error`` when only a child span (a tool, an attempt) failed;
+* a failed attempt is a charge whose span has ERROR status; its cause is its
+  ``error.type`` (``429``, ``529``, ``5xx``, ``connection``/timeouts, else as
+  reported); it *recovered* when a later attempt of the same call succeeded;
+* a tool call fails hard when its span has ERROR status (an exception, an
+  ``is_error`` result, a denial) and softly when it ran and said "nothing
+  found" (``turnledger.tool.soft_failure``, status left UNSET).
+"""
+
+from __future__ import annotations
+
+from ledger import conventions as c
+
+from .core import NO_FILTERS, Filters, Query, filtered, query
+
+__all__ = ["error_causes", "error_rates", "model_call_latency", "run_errors", "run_latency", "tool_health"]
+
+LEVELS = (50, 95, 99)  # the percentiles every health figure reports
+
+_DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
+_RUN_MS = _DURATION_MS.format(start="started_at", end="ended_at")
+_SPAN_MS = _DURATION_MS.format(start="s.start_time", end="s.end_time")
+_FAILED_OF = "coalesce({table}status_code = 'ERROR', FALSE)"  # a failed attempt (of a table alias, e.g. "fc.")
+_FAILED = _FAILED_OF.format(table="")
+# Time to first token, ms; span JSON is parsed only for the chat spans that carry it.
+_TTFT_MS = f"json_extract(s.attributes, '$.\"{c.TIME_TO_FIRST_CHUNK}\"')::DOUBLE * 1000"
+_TOOL = f"""CASE WHEN starts_with(s.name, 'execute_tool ') THEN substr(s.name, 14)
+           ELSE coalesce(json_extract_string(s.attributes, '$."{c.TOOL_NAME}"'), s.name) END"""
+# The JSON columns are written by ``ledger.rows`` (orjson, compact): a key reads ``"key":``, so
+# the cheap probe finds the spans that carry the flag and only those are parsed.
+_SOFT = f"""contains(s.attributes, '"{c.TOOL_SOFT_FAILURE}":')
+           AND json_extract_string(s.attributes, '$."{c.TOOL_SOFT_FAILURE}"') = 'true'"""
+# An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
+_CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
+            WHEN error_type = '529' THEN 'overloaded (529)'
+            WHEN regexp_full_match(error_type, '5[0-9][0-9]') THEN 'server error (5xx)'
+            WHEN error_type = 'connection' OR lower(error_type) LIKE '%timeout%' THEN 'timeout / connection'
+            ELSE coalesce(error_type, 'unknown') END"""
+
+
+def _quantiles(expr: str, name: str, levels: tuple[int, ...] = LEVELS) -> str:
+    """Nearest-rank percentiles of ``expr`` as one list ``name`` (one sort for all levels, as for cost)."""
+    return f"quantile_disc({expr}, [{', '.join(str(level / 100) for level in levels)}]) AS {name}"
+
+
+def _unpack(name: str, suffix: str = "_ms", levels: tuple[int, ...] = LEVELS) -> str:
+    """``name[1] AS p50_ms, ...``: the list ``_quantiles`` made, one column per level."""
+    return ", ".join(f"{name}[{i}] AS p{level}{suffix}" for i, level in enumerate(levels, 1))
+
+
+@query
+def run_latency(f: Filters = NO_FILTERS) -> Query:
+    """Runs' wall time (their root span), in ms: how many, p50/p95/p99 and the slowest."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT runs, {_unpack("q")}, max_ms FROM (
+    SELECT count(*) AS runs, {_quantiles(_RUN_MS, "q")}, max({_RUN_MS}) AS max_ms
+    FROM fr WHERE root_span_id IS NOT NULL AND ended_at IS NOT NULL
+)""",
+        p,
+    )
+
+
+@query
+def model_call_latency(f: Filters = NO_FILTERS) -> Query:
+    """Successful model-call attempts' latency and, for streamed calls, time to first token, in ms.
+
+    One row for all calls (``overall``, first), then one per provider and model.
+    """
+    w, p = filtered(f)
+    return Query(
+        w
+        + f""", ttft AS (
+    SELECT fc.provider, fc.model, {_TTFT_MS} AS ttft_ms
+    FROM spans s JOIN fc USING (trace_id, span_id)
+    WHERE s.operation = 'chat' AND contains(s.attributes, '"{c.TIME_TO_FIRST_CHUNK}":')
+          AND NOT {_FAILED_OF.format(table="fc.")}
+), lat AS (
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")}
+    FROM fc WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
+), first AS (  -- aggregated apart: the streamed calls are few, joining them to every call is not
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS streamed_calls,
+           {_quantiles("ttft_ms", "t")}
+    FROM ttft GROUP BY GROUPING SETS ((), (provider, model))
+)
+SELECT lat.overall, lat.provider, lat.model, calls, {_unpack("q")}, coalesce(streamed_calls, 0) AS streamed_calls,
+       {_unpack("t", "_ttft_ms")}
+FROM lat LEFT JOIN first ON first.overall = lat.overall AND first.provider IS NOT DISTINCT FROM lat.provider
+     AND first.model IS NOT DISTINCT FROM lat.model
+ORDER BY lat.overall DESC, calls DESC, lat.provider, lat.model""",
+        p,
+    )
+
+
+@query
+def run_errors(f: Filters = NO_FILTERS) -> Query:
+    """Errored runs (any ERROR span) over all runs: overall (``error_type`` NULL) and per error type."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + """, errored AS (
+    SELECT fr.trace_id, coalesce(fr.error_type, 'span error') AS error_type FROM fr
+    WHERE fr.status_code = 'ERROR'
+       OR EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = fr.trace_id AND s.status_code = 'ERROR')
+)
+SELECT error_type, count(*) AS runs, count(*) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
+FROM errored GROUP BY GROUPING SETS ((), (error_type)) ORDER BY error_type NULLS FIRST""",
+        p,
+    )
+
+
+@query
+def error_rates(f: Filters = NO_FILTERS) -> Query:
+    """Failed model-call attempts over all attempts: overall (the ``overall`` row first) and per provider and model."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS attempts,
+       count(*) FILTER (WHERE {_FAILED}) AS failed, count(*) FILTER (WHERE {_FAILED}) / nullif(count(*), 0) AS error_rate
+FROM fc GROUP BY GROUPING SETS ((), (provider, model))
+ORDER BY overall DESC, provider NULLS FIRST, model NULLS FIRST""",
+        p,
+    )
+
+
+@query
+def error_causes(f: Filters = NO_FILTERS) -> Query:
+    """Failed attempts by provider, model and cause, with the retry outcome: recovered by a later attempt or not."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f""", failed AS (SELECT trace_id, call_id, provider, model, error_type FROM fc WHERE {_FAILED}),
+recovered AS (
+    SELECT DISTINCT trace_id, call_id FROM fc SEMI JOIN failed USING (trace_id, call_id) WHERE NOT {_FAILED}
+)
+SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
+       count(r.call_id) AS recovered, count(*) - count(r.call_id) AS not_recovered,
+       count(*) / (SELECT count(*) FROM fc) AS share_of_attempts
+FROM failed LEFT JOIN recovered r USING (trace_id, call_id)
+GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
+        p,
+    )
+
+
+@query
+def tool_health(f: Filters = NO_FILTERS) -> Query:
+    """Per tool: calls, hard and soft failures, failure rate, p50/p95 duration, runs using it and their share of runs."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f""", tc AS (
+    SELECT s.trace_id, {_TOOL} AS tool, {_SPAN_MS} AS ms, s.status_code = 'ERROR' AS hard,
+           s.status_code IS DISTINCT FROM 'ERROR' AND {_SOFT} AS soft
+    FROM spans s SEMI JOIN fr USING (trace_id) WHERE s.operation = 'execute_tool'
+)
+SELECT tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
+       (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95))},
+       runs, runs / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
+FROM (
+    SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
+           count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ms", "q", (50, 95))},
+           count(DISTINCT trace_id) AS runs
+    FROM tc GROUP BY tool
+) ORDER BY calls DESC, tool""",
+        p,
+    )
