@@ -382,7 +382,8 @@ PAGES = [
     ("Health", "views/health.py", {}),
     ("Compare", "views/compare.py", {"by": "prompt_version", "a": "v3", "b": "v4"}),  # ~20k runs a side
 ]
-GOALS = {"Health": 0.250, "Compare": 0.250}  # pages with their own goal (s, median at 100k runs), printed after the table
+# Pages with their own goal (s, median at 100k runs), printed after the table.
+GOALS = {"Health": 0.250, "Compare": 0.250}
 
 
 def record_pages(db: Path, context_trace: str) -> dict[str, list[tuple[str, Any, dict[str, Any]]]]:
