@@ -1,0 +1,91 @@
+"""The ledger on a DuckLake (PostgreSQL catalog started by the tests, Parquet in a local folder)
+gives what the file gives: the same schema, the same rows, the same `report --json`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from collector.cli import main
+from collector.otlp import read_file
+from ledger import lake
+from ledger.ingest import ingest
+from ledger.schema import MIGRATIONS, schema_version
+from ledger.store import open_ledger
+from ledger.tables import WRITTEN, table
+from tests.conftest import SAMPLES
+
+
+def _samples() -> list[str]:
+    return [str(p) for p in sorted(SAMPLES.glob("*.json"))]
+
+
+def _report(db: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    capsys.readouterr()
+    assert main(["report", "--json", "--db", db]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+_COLUMNS = (
+    "SELECT table_name, column_name, data_type FROM information_schema.columns "
+    "WHERE table_catalog = current_database() ORDER BY table_name, ordinal_position"
+)
+
+
+def test_the_lake_runs_every_migration_and_has_the_file_ledgers_columns(lake_target, tmp_path):
+    target, data = lake_target
+    con = open_ledger(target, data_path=str(data))
+    file_con = open_ledger(tmp_path / "file.duckdb")
+    try:
+        assert lake.is_lake(con) and lake.is_lake(con.cursor()) and not lake.is_lake(file_con)
+        assert schema_version(con) == MIGRATIONS[-1][0]
+        assert con.execute(_COLUMNS).fetchall() == file_con.execute(_COLUMNS).fetchall()
+        for name in WRITTEN:
+            columns = con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+                [name],
+            ).fetchall()
+            assert tuple(c for (c,) in columns) == table(name).names, name
+    finally:
+        con.close()
+        file_con.close()
+    again = open_ledger(target)  # the catalog keeps the data path; nothing left to migrate
+    try:
+        assert schema_version(again) == MIGRATIONS[-1][0]
+    finally:
+        again.close()
+
+
+def test_ingest_and_report_json_equal_on_a_file_and_on_a_lake(lake_target, tmp_path, capsys, monkeypatch):
+    target, data = lake_target
+    monkeypatch.setenv("TURNLEDGER_DATA_PATH", str(data))
+    file_db = str(tmp_path / "file.duckdb")
+    for db in (file_db, target):
+        assert main(["ingest", *_samples(), "--db", db]) == 0
+    on_file, on_lake = _report(file_db, capsys), _report(target, capsys)
+    assert on_lake["runs"] > 0 and on_lake["total_usd"] > 0
+    assert on_lake == on_file
+    assert any(Path(data).rglob("*.parquet")), "the lake's rows are Parquet files under the data path"
+
+
+def test_a_batch_delivered_twice_is_stored_and_charged_once_on_the_lake(lake_target, tmp_path):
+    target, data = lake_target
+    spans = read_file(SAMPLES / "five_turn_run.json")
+    con = open_ledger(target, data_path=str(data))
+    try:
+        first = ingest(con, spans)
+        again = ingest(con, spans)
+        assert first.spans_written > 0 and again.spans_written == 0 and again.charges_written == 0
+        counts = {n: con.execute(f"SELECT count(*) FROM {n}").fetchone()[0] for n in (*WRITTEN, "runs")}
+        (total,) = con.execute("SELECT sum(usd_total) FROM runs").fetchone()
+    finally:
+        con.close()
+    file_con = open_ledger(tmp_path / "once.duckdb")
+    try:
+        ingest(file_con, spans)
+        assert counts == {n: file_con.execute(f"SELECT count(*) FROM {n}").fetchone()[0] for n in counts}
+        assert total == file_con.execute("SELECT sum(usd_total) FROM runs").fetchone()[0]
+    finally:
+        file_con.close()
