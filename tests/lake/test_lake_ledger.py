@@ -89,3 +89,23 @@ def test_a_batch_delivered_twice_is_stored_and_charged_once_on_the_lake(lake_tar
         assert total == file_con.execute("SELECT sum(usd_total) FROM runs").fetchone()[0]
     finally:
         file_con.close()
+
+
+def test_one_collector_on_the_lake_ingests_what_the_cli_puts_in_a_file(lake_target, tmp_path, capsys, monkeypatch):
+    """A real `turnledger serve` (CollectorServer) on the lake, every sample posted over OTLP/HTTP and the
+    first ones posted twice (an exporter's retry): `report --json` equals the file's, to the cent."""
+    from collector.receiver import CollectorServer, ServerConfig
+    from tests.server.conftest import post_otlp
+
+    target, data = lake_target
+    monkeypatch.setenv("TURNLEDGER_DATA_PATH", str(data))
+    samples = _samples()
+    server = CollectorServer(ServerConfig(port=0, db=target)).start()
+    try:
+        for path in [*samples, *samples[:3]]:
+            assert post_otlp(server.url, Path(path).read_bytes()).status == 200, path
+    finally:
+        server.stop()
+    file_db = str(tmp_path / "file.duckdb")
+    assert main(["ingest", *samples, "--db", file_db]) == 0
+    assert _report(target, capsys) == _report(file_db, capsys)
