@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import weakref
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -27,7 +28,7 @@ import duckdb
 
 from .errors import TurnledgerError
 
-__all__ = ["PREFIX", "connect", "ddl", "insert_new", "is_lake", "is_lake_target", "primary_keys"]
+__all__ = ["PREFIX", "connect", "ddl", "insert_new", "is_lake", "is_lake_target", "primary_keys", "upsert"]
 
 PREFIX = "ducklake:"
 # Each extension wheel: its package and the name DuckDB loads it by.
@@ -166,4 +167,17 @@ def insert_new(name: str, columns: str, source: str) -> str:
         f"INSERT INTO {name} ({columns}) SELECT {columns} FROM "
         f"(SELECT DISTINCT ON ({distinct}) * FROM {source}) b "
         f"WHERE NOT EXISTS (SELECT 1 FROM {name} s WHERE {stored})"
+    )
+
+
+def upsert(name: str, columns: Sequence[str], source: str) -> str:
+    """MERGE of ``source`` (a query or VALUES naming ``columns``) by the table's key: INSERT OR REPLACE."""
+    key = primary_keys()[name]
+    on = " AND ".join(f'{name}."{k}" = b."{k}"' for k in key)
+    sets = ", ".join(f'"{c}" = b."{c}"' for c in columns if c not in key)
+    names = ", ".join(f'"{c}"' for c in columns)
+    values = ", ".join(f'b."{c}"' for c in columns)
+    return (
+        f"MERGE INTO {name} USING ({source}) AS b({names}) ON {on} "
+        f"WHEN MATCHED THEN UPDATE SET {sets} WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"
     )

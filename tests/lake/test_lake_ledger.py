@@ -109,3 +109,30 @@ def test_one_collector_on_the_lake_ingests_what_the_cli_puts_in_a_file(lake_targ
     file_db = str(tmp_path / "file.duckdb")
     assert main(["ingest", *samples, "--db", file_db]) == 0
     assert _report(target, capsys) == _report(file_db, capsys)
+
+
+def test_a_delivery_attempt_recorded_again_replaces_its_row_on_the_lake(lake_target):
+    """alert_deliveries is keyed by (alert_id, target, attempt): INSERT OR REPLACE in the file, MERGE on the lake."""
+    from datetime import UTC, datetime
+
+    from ledger.budgets.delivery import DeliveryAttempt
+    from ledger.budgets.rules import WebhookTarget
+    from ledger.budgets.store import insert_attempts, list_deliveries
+
+    target, data = lake_target
+    hook = WebhookTarget("https://hooks.example.com/tl")
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    con = open_ledger(target, data_path=str(data))
+    try:
+        insert_attempts(con, [DeliveryAttempt("a1", hook, 1, at, "retrying", 503, 4.0, "busy")])
+        insert_attempts(
+            con,
+            [
+                DeliveryAttempt("a1", hook, 1, at, "failed", 500, 5.0, "gave up"),
+                DeliveryAttempt("a1", hook, 2, at, "delivered", 200, 3.0, ""),
+            ],
+        )
+        rows = [(d["attempt"], d["status"], d["http_status"]) for d in list_deliveries(con, ["a1"])]
+    finally:
+        con.close()
+    assert rows == [(1, "failed", 500), (2, "delivered", 200)]
