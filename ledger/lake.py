@@ -39,6 +39,7 @@ def is_lake_target(target: str) -> bool:
     return target.startswith(PREFIX)
 
 
+@cache
 def _extension_directory() -> Path:
     """A DuckDB extension directory whose files link to the installed wheels' extensions."""
     version = duckdb.__version__
@@ -59,8 +60,11 @@ def _extension_directory() -> Path:
             raise TurnledgerError(f"{package} holds no extension built for DuckDB {version}: install =={version}")
         link = folder / f"{name}.duckdb_extension"
         if not link.exists() or link.resolve() != source.resolve():
-            link.unlink(missing_ok=True)
-            link.symlink_to(source)
+            # Made aside, then renamed over the old one: two processes opening lakes at once both succeed.
+            staged = folder / f".{name}.{os.getpid()}"
+            staged.unlink(missing_ok=True)
+            staged.symlink_to(source)
+            staged.replace(link)
     return root
 
 
