@@ -28,7 +28,17 @@ import duckdb
 
 from .errors import TurnledgerError
 
-__all__ = ["PREFIX", "connect", "ddl", "insert_new", "is_lake", "is_lake_target", "primary_keys", "upsert"]
+__all__ = [
+    "PREFIX",
+    "connect",
+    "ddl",
+    "insert_new",
+    "is_lake",
+    "is_lake_target",
+    "primary_keys",
+    "shown",
+    "upsert",
+]
 
 PREFIX = "ducklake:"
 # Each extension wheel: its package and the name DuckDB loads it by.
@@ -89,7 +99,7 @@ def connect(target: str, *, data_path: str | None, read_only: bool) -> duckdb.Du
                 boot.execute(f"ATTACH {_literal(target)} AS lake (DATA_PATH {_literal(_as_directory(data_path))})")
         return duckdb.connect(target, read_only=read_only, config=config)
     except duckdb.Error as exc:
-        raise TurnledgerError(f"cannot open lake {_redacted(target)!r}: {exc}") from None
+        raise TurnledgerError(f"cannot open lake {shown(target)!r}: {shown(str(exc))}") from None
 
 
 def _as_directory(path: str) -> str:
@@ -100,8 +110,12 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _redacted(target: str) -> str:
-    return re.sub(r"password=\S+", "password=***", target)
+_PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|[^\s\"']+)", re.IGNORECASE)
+
+
+def shown(text: str) -> str:
+    """A lake target (or a message quoting it) as it may be printed: without its password."""
+    return _PASSWORD.sub(r"\1***", text)
 
 
 # Connections (cursors included) known to be on a lake or not: asked once each.

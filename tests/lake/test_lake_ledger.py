@@ -136,3 +136,11 @@ def test_a_delivery_attempt_recorded_again_replaces_its_row_on_the_lake(lake_tar
     finally:
         con.close()
     assert rows == [(1, "failed", 500), (2, "delivered", 200)]
+
+
+def test_an_unreachable_lake_is_one_line_naming_it_without_its_password(postgres, capsys):
+    target = f"ducklake:postgres:dbname=absent host=127.0.0.1 port={postgres.port} user=nobody password=s3cret"
+    assert main(["report", "--json", "--db", target]) == 2
+    err = capsys.readouterr().err
+    assert "turnledger: reading lake" in err and "turnledger report: cannot open lake" in err and "dbname=absent" in err
+    assert "s3cret" not in err
