@@ -5,6 +5,8 @@ or leaves them in ``runs_pending`` for a server under load to rebuild many
 commits at once (``refresh_pending_runs``). The rebuild is one INSERT OR
 REPLACE whose columns come from the runs declaration (``ledger.tables``), each
 given by name; every price term's tokens and dollars are summed from ``TERMS``.
+On a DuckLake (no keys: ``ledger.lake``) the touched rows are deleted and inserted
+again, in the same transaction, and a pending trace is merged in (MERGE INTO).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from . import conventions as c
-from . import terms
+from . import lake, terms
 from .tables import table
 from .terms import PriceTerm
 
@@ -78,7 +80,7 @@ def _run_values() -> dict[str, str]:
 
 
 _REFRESH = """
-INSERT OR REPLACE INTO runs ({columns})
+{verb} INTO runs ({columns})
 WITH t AS (SELECT DISTINCT trace_id FROM _touched),
 root AS (
     SELECT s.* FROM spans s JOIN t USING (trace_id) WHERE s.parent_span_id = '' AND s.start_time >= $since
@@ -115,11 +117,13 @@ LEFT JOIN root USING (trace_id) LEFT JOIN ch USING (trace_id) LEFT JOIN ge USING
 """
 
 
+# Keyed by the terms, so a test can add one; ``verb``: INSERT OR REPLACE, or INSERT on a lake.
 @cache
-def _refresh_sql(_terms: tuple[PriceTerm, ...]) -> str:  # keyed by the terms, so a test can add one
+def _refresh_sql(_terms: tuple[PriceTerm, ...], verb: str = "INSERT OR REPLACE") -> str:
     runs = table("runs")
     sums = (f"sum(c.{col}) AS {col}" for t in terms.TERMS for col in (t.tokens_column, t.usd_column))
     return _REFRESH.format(
+        verb=verb,
         columns=", ".join(runs.names),
         soft_failure=_attr("s", c.TOOL_SOFT_FAILURE),
         term_sums=",\n           ".join(sums),
@@ -137,7 +141,8 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
     DuckDB skips older row groups by their min/max and the cost follows the
     recent data, not the size of the ledger (without it, every span is read).
     """
-    sql = _refresh_sql(terms.TERMS)
+    on_lake = lake.is_lake(con)
+    sql = _refresh_sql(terms.TERMS, "INSERT" if on_lake else "INSERT OR REPLACE")
     _touched = pa.table({"trace_id": trace_ids})  # read by name (a replacement scan, as ledger.write._insert)
     since = None
     if since_ns is not None:
@@ -147,6 +152,8 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
         since = since_ns if earliest_run is None else min(since_ns, earliest_run)
     # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
     bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
+    if on_lake:  # what INSERT OR REPLACE does by the key: every touched trace has spans, so its row comes back
+        con.execute("DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)")
     con.execute(sql.replace("$since", bound))
 
 
@@ -163,6 +170,13 @@ def defer(con: duckdb.DuckDBPyConnection, firsts: dict[str, int]) -> None:
     """Leave these traces' runs pending (in the caller's transaction), keeping each one's earliest new start."""
     starts = pa.array(firsts.values(), pa.timestamp("ns"))
     _deferred = pa.table({"trace_id": list(firsts), "first_start": starts})  # read by name, as in refresh_runs
+    if lake.is_lake(con):
+        con.execute(
+            "MERGE INTO runs_pending USING _deferred d ON runs_pending.trace_id = d.trace_id "
+            "WHEN MATCHED THEN UPDATE SET first_start = least(runs_pending.first_start, d.first_start) "
+            "WHEN NOT MATCHED THEN INSERT (trace_id, first_start) VALUES (d.trace_id, d.first_start)"
+        )
+        return
     con.execute(
         "INSERT INTO runs_pending SELECT trace_id, first_start FROM _deferred ON CONFLICT (trace_id) "
         "DO UPDATE SET first_start = least(runs_pending.first_start, excluded.first_start)"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import duckdb
 
-from . import terms
+from . import lake, terms
 from .conventions import EVENT_LOOP_TRIP
 from .runs import STEP_CAP_SHAPE
 from .tables import USD, term_columns
@@ -254,10 +254,19 @@ def add_term_columns(key: str) -> Migration:
 
     def add_columns(con: duckdb.DuckDBPyConnection) -> None:
         for table in ("charges", "runs"):
-            alters = [f"ALTER TABLE {table} ADD COLUMN {c.name} {c.sql_type} NOT NULL DEFAULT 0" for c in columns]
+            alters = [s for c in columns for s in _add_not_null(table, c.name, c.sql_type, "0")]
             _alter_indexed(con, table, alters)
 
     return add_columns
+
+
+def _add_not_null(table: str, column: str, sql_type: str, default: str) -> list[str]:
+    """A NOT NULL column with a default for the rows already there, in two steps: DuckDB 1.5
+    refuses constraints in ADD COLUMN ("Adding columns with constraints not yet supported")."""
+    return [
+        f"ALTER TABLE {table} ADD COLUMN {column} {sql_type} DEFAULT {default}",
+        f"ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL",
+    ]
 
 
 def _alter_indexed(con: duckdb.DuckDBPyConnection, table: str, alters: list[str]) -> None:
@@ -266,29 +275,38 @@ def _alter_indexed(con: duckdb.DuckDBPyConnection, table: str, alters: list[str]
     for name, _ in indexes:
         con.execute(f'DROP INDEX "{name}"')
     for alter in alters:
-        con.execute(alter)
+        _execute(con, alter)
     for _, create in indexes:
         con.execute(create)
+
+
+def _execute(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Run migration SQL; on a DuckLake, without what it refuses (``ledger.lake.ddl``)."""
+    if lake.is_lake(con):
+        sql = lake.ddl(sql)
+        if not sql.strip(" ;\n"):
+            return
+    con.execute(sql)
 
 
 def _v6_invalid_usage(con: duckdb.DuckDBPyConnection) -> None:
     """Charges whose reported usage could not be taken (negative, NaN, past MAX_TOKENS...) are
     flagged, and runs count them, like unpriced calls: never a silent $0."""
-    _alter_indexed(con, "charges", ["ALTER TABLE charges ADD COLUMN invalid_usage BOOLEAN NOT NULL DEFAULT false"])
-    _alter_indexed(con, "runs", ["ALTER TABLE runs ADD COLUMN invalid_usage_calls INTEGER NOT NULL DEFAULT 0"])
+    _alter_indexed(con, "charges", _add_not_null("charges", "invalid_usage", "BOOLEAN", "false"))
+    _alter_indexed(con, "runs", _add_not_null("runs", "invalid_usage_calls", "INTEGER", "0"))
 
 
 def _v12_step_cap_and_enabled(con: duckdb.DuckDBPyConnection) -> None:
     """A step-cap halt is the harness's step limit, not the loop detector: runs count it apart
     (``step_cap_halts``) and ``loop_trips`` no longer includes it. A budget rule can be
     switched off without losing it or its alert history."""
-    _alter_indexed(con, "runs", ["ALTER TABLE runs ADD COLUMN step_cap_halts INTEGER NOT NULL DEFAULT 0"])
+    _alter_indexed(con, "runs", _add_not_null("runs", "step_cap_halts", "INTEGER", "0"))
     con.execute(
         f"""UPDATE runs SET step_cap_halts = g.halts, loop_trips = runs.loop_trips - g.halts
 FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_LOOP_TRIP}' AND shape = '{STEP_CAP_SHAPE}'
       GROUP BY trace_id) g WHERE g.trace_id = runs.trace_id"""
     )
-    con.execute("ALTER TABLE budgets ADD COLUMN enabled BOOLEAN NOT NULL DEFAULT true")
+    _alter_indexed(con, "budgets", _add_not_null("budgets", "enabled", "BOOLEAN", "true"))
 
 
 MIGRATIONS: list[tuple[int, str, Migration]] = [
@@ -330,9 +348,10 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     Each missing one is applied, not only those above the newest: migrations that
     were written side by side (say 5 and 6) land in either order on a ledger.
     """
-    con.execute(
+    _execute(
+        con,
         "CREATE TABLE IF NOT EXISTS schema_migrations "
-        "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+        "(version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)",
     )
     missing = set(pending_migrations(con))
     for version, name, step in MIGRATIONS:
@@ -343,7 +362,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             if callable(step):
                 step(con)
             else:
-                con.execute(step)
+                _execute(con, step)
             con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, name])
             con.execute("COMMIT")
         except Exception:

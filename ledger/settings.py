@@ -2,7 +2,10 @@
 
 | variable                   | default             | meaning                                                  |
 |----------------------------|---------------------|----------------------------------------------------------|
-| TURNLEDGER_DB              | ./turnledger.duckdb | the ledger file (``--db`` overrides)                     |
+| TURNLEDGER_DB              | ./turnledger.duckdb | the ledger file (``--db`` overrides), or a DuckLake:     |
+|                            |                     | ``ducklake:postgres:dbname=… host=… port=…``             |
+| TURNLEDGER_DATA_PATH       | (none)              | where a new DuckLake writes its Parquet files (a folder  |
+|                            |                     | or s3://bucket/prefix); the lake's catalog keeps it      |
 | TURNLEDGER_PRICES          | (none)              | a price override TOML layered on the shipped defaults    |
 | TURNLEDGER_SERVER          | (none)              | URL of a running ``turnledger serve``; the CLI and       |
 |                            |                     | dashboard read through it instead of opening the file    |
@@ -31,6 +34,7 @@ __all__ = [
     "allow_private_webhooks",
     "capture_mode",
     "dashboard_password",
+    "data_path",
     "db_path",
     "prices_file",
     "redaction_settings",
@@ -50,6 +54,10 @@ def _env(name: str) -> str | None:
 
 def db_path() -> Path:
     return Path(_env("TURNLEDGER_DB") or DEFAULT_DB)
+
+
+def data_path() -> str | None:
+    return _env("TURNLEDGER_DATA_PATH")
 
 
 def prices_file() -> Path | None:

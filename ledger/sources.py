@@ -218,7 +218,13 @@ class SourceSpec:
     token: str | None = None
 
     def describe(self) -> str:
-        return f"server {self.location}" if self.kind == "server" else f"file {self.location} (read-only)"
+        if self.kind == "server":
+            return f"server {self.location}"
+        from . import lake  # here: it loads DuckDB, which a server source never needs
+
+        if lake.is_lake_target(self.location):
+            return f"lake {lake.shown(self.location)} (read-only)"
+        return f"file {self.location} (read-only)"
 
 
 def source_spec(db: Path | str | None = None, server: str | None = None) -> SourceSpec:

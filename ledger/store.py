@@ -1,7 +1,8 @@
-"""Opening the ledger's DuckDB file.
+"""Opening the ledger: a DuckDB file, or a DuckLake (``ledger.lake``), behind one call.
 
 DuckDB allows one writing process per file. The collector server is that
 writer; without a server, the CLI and dashboard open the file themselves.
+A target ``ducklake:postgres:<dsn>`` opens a lake instead (team mode), migrated the same way.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import duckdb
 
+from . import lake
 from .errors import LedgerBusy, TurnledgerError
 from .schema import migrate
+from .settings import data_path as default_data_path
 from .settings import db_path
 
 __all__ = ["open_ledger"]
@@ -24,9 +27,19 @@ __all__ = ["open_ledger"]
 CHECKPOINT_THRESHOLD = "64MiB"
 
 
-def open_ledger(path: str | Path | None = None, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """A migrated connection. ``":memory:"`` gives a throwaway ledger (tests)."""
+def open_ledger(
+    path: str | Path | None = None, *, read_only: bool = False, data_path: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A migrated connection. ``":memory:"`` gives a throwaway ledger (tests).
+
+    ``data_path``: where a lake target's Parquet files go (default ``$TURNLEDGER_DATA_PATH``).
+    """
     target = str(path if path is not None else db_path())
+    if lake.is_lake_target(target):
+        con = lake.connect(target, data_path=data_path or default_data_path(), read_only=read_only)
+        if not read_only:
+            migrate(con)
+        return con
     if read_only and target != ":memory:" and not Path(target).exists():
         raise TurnledgerError(
             f"no ledger at {target!r}: run `turnledger ingest sample_traces/` or `turnledger up` first"

@@ -7,7 +7,8 @@ does. Every table is keyed by (trace_id, span_id[, seq]) (content by hash), so
 a batch delivered twice (OTLP exporters retry) changes nothing the second
 time: a plain INSERT is tried first, and a key conflict replays the
 transaction with INSERT OR IGNORE (which costs about 10 µs more per span, so
-only redeliveries pay it).
+only redeliveries pay it). A DuckLake has no keys: there every row goes in by an
+anti-join on its table's key (``ledger.lake.insert_new``), first time and every time.
 
 A billed call reported by several spans (the anthropic SDK's own and an
 instrumentation's) is charged once: ``ledger.dedup`` keeps the charge rows of
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from . import dedup, runs
+from . import dedup, lake, runs
 from .rows import PreparedBatch
 from .tables import WRITTEN, table
 
@@ -67,7 +68,9 @@ def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table, *, ignore
     # cost per table and commit that made every insert ~20% dearer.
     _batch = data  # the SQL below reads this local by its name
     cols = ", ".join(f'"{n}"' for n in data.column_names)
-    if name in _UNKEYED:
+    if lake.is_lake(con):
+        row = con.execute(lake.insert_new(name, cols, "_batch")).fetchone()
+    elif name in _UNKEYED:
         source = "_batch"
         if ignore_existing:  # its spans' keys guard it: only a replay can hold copies already stored
             source = f"(SELECT DISTINCT ON (trace_id, span_id) * FROM _batch b {_NOT_STORED.format(name=name)})"

@@ -11,6 +11,7 @@ traceback for a user mistake.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -42,6 +43,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if getattr(args, "data_path", None):  # read by ledger.store.open_ledger, here and in child processes
+        os.environ["TURNLEDGER_DATA_PATH"] = args.data_path
     try:
         return int(args.run(args))
     except TurnledgerError as exc:

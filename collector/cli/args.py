@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ledger.queries import Filters
     from ledger.sources import Source
 
-__all__ = ["FILTER_OPTIONS", "add_db", "add_filters", "add_source", "filters_of", "reading"]
+__all__ = ["FILTER_OPTIONS", "add_data_path", "add_db", "add_filters", "add_source", "filters_of", "reading"]
 
 # Each filter option and the Filters field it sets.
 FILTER_OPTIONS = {
@@ -31,7 +31,20 @@ def add_db(p: argparse.ArgumentParser, help_extra: str = "") -> None:
         "--db",
         type=Path,
         default=None,
-        help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)" + help_extra,
+        help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb), or a DuckLake: "
+        "'ducklake:postgres:dbname=… host=… port=…'" + help_extra,
+    )
+    add_data_path(p)
+
+
+def add_data_path(p: argparse.ArgumentParser) -> None:
+    """``--data-path``: ``main`` exports it as $TURNLEDGER_DATA_PATH, so the processes a command starts see it too."""
+    p.add_argument(
+        "--data-path",
+        metavar="DIR",
+        default=None,
+        help="where a new DuckLake (--db ducklake:…) writes its Parquet files (default: $TURNLEDGER_DATA_PATH); "
+        "the lake's catalog keeps it",
     )
 
 

@@ -25,6 +25,7 @@ from ledger.errors import MalformedInput, TurnledgerError
 from ledger.exposure import dashboard_login, is_loopback, oidc_configured
 from ledger.settings import ALLOW_PRIVATE_WEBHOOKS, dashboard_password, db_path, prices_file, redaction_settings, token
 
+from .args import add_data_path
 from .dashboard import DEFAULT_DASHBOARD_PORT, add_browser_flags, start_dashboard, stop_process
 from .ingest import expand_paths
 
@@ -87,6 +88,7 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         help="seconds between budget sweeps that catch window rollovers (default 15)",
     )
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
+    add_data_path(p)
     _allow_private_webhooks(p)
     p.add_argument(
         "--redact",

@@ -8,7 +8,16 @@ from contextlib import contextmanager, suppress
 
 import duckdb
 
-__all__ = ["ReaderBusy", "ReaderPool"]
+__all__ = ["ReaderBusy", "ReaderPool", "drop_pending_result"]
+
+
+def drop_pending_result(con: duckdb.DuckDBPyConnection) -> None:
+    """Release a half-read result (e.g. after fetchone) and the scan it holds open.
+
+    DuckDB 1.5 has no ``abort()``: running any statement closes the connection's pending result.
+    """
+    with suppress(duckdb.Error):
+        con.execute("SELECT NULL")
 
 
 class ReaderBusy(Exception):
@@ -33,10 +42,7 @@ class ReaderPool:
         try:
             yield cur
         finally:
-            # DuckDB keeps a half-read result (e.g. after fetchone) on the connection and
-            # refuses the next query until it is dropped; never hand one on.
-            with suppress(duckdb.Error):
-                cur.abort()
+            drop_pending_result(cur)  # never hand a half-read result on
             self._pool.put(cur)
 
     def close(self) -> None:

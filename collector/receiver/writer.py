@@ -56,6 +56,8 @@ from ledger.ingest import IngestReport, PreparedBatch, prepare, refresh_pending_
 from ledger.pricing import PriceBook
 from ledger.spans import SpanRecord
 
+from .readers import drop_pending_result
+
 __all__ = [
     "Accepted",
     "IngestHook",
@@ -237,8 +239,7 @@ class _HookRunner:
                     hook(self._con, report)
                 except Exception:  # a callback's bug must never stop ingest
                     log.exception("on_ingested callback %r failed", hook)
-                with contextlib.suppress(duckdb.Error):
-                    self._con.abort()  # drop any half-read result the callback left
+                drop_pending_result(self._con)  # any half-read result the callback left
             with self._cond:
                 self._busy = False
                 self._cond.notify_all()

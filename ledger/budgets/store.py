@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from .. import lake
 from .rules import LEVELS, BudgetError, Rule, Scope, ScopeValues, UnknownBudget, WebhookTarget, covers
 from .windows import naive_utc
 
@@ -261,6 +262,9 @@ WHERE {" AND ".join(where)} ORDER BY a.fired_at DESC, a.rowid DESC LIMIT ?""",
 
 
 # --- deliveries -----------------------------------------------------------------------------
+_DELIVERY_COLUMNS = ("alert_id", "attempt", "target", "attempted_at", "status", "detail", "http_status", "latency_ms")
+
+
 def insert_attempts(con: duckdb.DuckDBPyConnection, attempts: Sequence[DeliveryAttempt]) -> None:
     """All in one statement: attempts are recorded in small batches, off the ingest path."""
     if not attempts:
@@ -278,11 +282,10 @@ def insert_attempts(con: duckdb.DuckDBPyConnection, attempts: Sequence[DeliveryA
             a.latency_ms,
         ]
     values = ", ".join(["(?, ?, ?, ?, ?, ?, ?::INTEGER, ?::DOUBLE)"] * len(attempts))
-    con.execute(
-        "INSERT OR REPLACE INTO alert_deliveries (alert_id, attempt, target, attempted_at, status, detail, "
-        f"http_status, latency_ms) VALUES {values}",
-        params,
-    )
+    if lake.is_lake(con):  # no key there: merged by (alert_id, target, attempt)
+        con.execute(lake.upsert("alert_deliveries", _DELIVERY_COLUMNS, f"VALUES {values}"), params)
+        return
+    con.execute(f"INSERT OR REPLACE INTO alert_deliveries ({', '.join(_DELIVERY_COLUMNS)}) VALUES {values}", params)
 
 
 def list_deliveries(con: duckdb.DuckDBPyConnection, alert_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:

@@ -1,0 +1,201 @@
+"""A DuckLake ledger: the catalog in PostgreSQL, the data as Parquet files (team mode).
+
+``ledger.store.open_ledger`` opens a target ``ducklake:postgres:<libpq dsn>`` here, with the
+lake as the connection's main database, so every cursor of it (the governor's, the gate's)
+reads and writes the lake too. The DuckLake and postgres extensions come from their PyPI
+wheels, which must match the DuckDB version exactly; they are loaded from a directory laid
+out as DuckDB's own extension directory (DuckDB looks the postgres one up as
+``postgres_scanner``), so opening the lake autoloads them and never downloads anything.
+
+DuckLake has no primary keys, unique constraints, indexes or per-column compression, so the
+same migrations run with those left out (``ddl``), and the statements that relied on a key
+take their lake form here: a batch's rows go in by an anti-join on the table's key
+(``insert_new``), inside the writer's transaction. The keys are the file ledger's primary
+keys, read from the migrated schema itself (``primary_keys``), so they are declared once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import weakref
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from .errors import TurnledgerError
+
+__all__ = [
+    "PREFIX",
+    "connect",
+    "ddl",
+    "insert_new",
+    "is_lake",
+    "is_lake_target",
+    "primary_keys",
+    "shown",
+    "upsert",
+]
+
+PREFIX = "ducklake:"
+# Each extension wheel: its package and the name DuckDB loads it by.
+_EXTENSIONS = {"duckdb_extension_ducklake": "ducklake", "duckdb_extension_postgres": "postgres_scanner"}
+
+
+def is_lake_target(target: str) -> bool:
+    return target.startswith(PREFIX)
+
+
+@cache
+def _extension_directory() -> Path:
+    """A DuckDB extension directory whose files link to the installed wheels' extensions."""
+    version = duckdb.__version__
+    platform = duckdb.connect().execute("PRAGMA platform").fetchone()[0]  # type: ignore[index]
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    root = cache_home / "turnledger" / "duckdb-extensions"
+    folder = root / f"v{version}" / platform
+    folder.mkdir(parents=True, exist_ok=True)
+    for package, name in _EXTENSIONS.items():
+        try:
+            built = resources.files(package) / "extensions" / f"v{version}"
+        except ModuleNotFoundError:
+            raise TurnledgerError(
+                f"a DuckLake ledger needs the {package.replace('_', '-')}=={version} package (pip install it)"
+            ) from None
+        source = next(Path(str(built)).glob("*.duckdb_extension"), None)
+        if source is None:
+            raise TurnledgerError(f"{package} holds no extension built for DuckDB {version}: install =={version}")
+        link = folder / f"{name}.duckdb_extension"
+        if not link.exists() or link.resolve() != source.resolve():
+            # Made aside, then renamed over the old one: two processes opening lakes at once both succeed.
+            staged = folder / f".{name}.{os.getpid()}"
+            staged.unlink(missing_ok=True)
+            staged.symlink_to(source)
+            staged.replace(link)
+    return root
+
+
+def _config() -> dict[str, str | bool | int | float | list[str]]:
+    return {
+        "extension_directory": str(_extension_directory()),
+        "autoload_known_extensions": True,
+        "autoinstall_known_extensions": False,  # never a download: the wheels are the extensions
+    }
+
+
+def connect(target: str, *, data_path: str | None, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection whose main database is the lake at ``target``.
+
+    ``data_path`` (a directory or ``s3://bucket/prefix``) is where a new lake writes its
+    Parquet files; the catalog keeps it, so later opens need not give it again.
+    """
+    config = _config()
+    try:
+        if data_path is not None and not read_only:  # creates the lake, or checks it opens with this path
+            with duckdb.connect(config=config) as boot:
+                boot.execute(f"ATTACH {_literal(target)} AS lake (DATA_PATH {_literal(_as_directory(data_path))})")
+        return duckdb.connect(target, read_only=read_only, config=config)
+    except duckdb.Error as exc:
+        raise TurnledgerError(f"cannot open lake {shown(target)!r}: {shown(str(exc))}") from None
+
+
+def _as_directory(path: str) -> str:
+    return path if path.endswith("/") else path + "/"
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+_PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|[^\s\"']+)", re.IGNORECASE)
+
+
+def shown(text: str) -> str:
+    """A lake target (or a message quoting it) as it may be printed: without its password."""
+    return _PASSWORD.sub(r"\1***", text)
+
+
+# Connections (cursors included) known to be on a lake or not: asked once each.
+_KIND: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, bool] = weakref.WeakKeyDictionary()
+
+
+def is_lake(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether this connection's main database is a DuckLake (asked once per connection)."""
+    known = _KIND.get(con)
+    if known is None:
+        row = con.execute("SELECT type FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+        known = _KIND[con] = row is not None and row[0] == "ducklake"
+    return known
+
+
+# The migrations' DDL that DuckLake refuses, and what the lake runs instead (nothing).
+_REFUSED = (
+    re.compile(r",\s*PRIMARY KEY\s*\([^)]*\)", re.IGNORECASE),  # a table's key clause
+    re.compile(r"\s+PRIMARY KEY\b", re.IGNORECASE),  # a column's
+    re.compile(r"\s+USING COMPRESSION\s+\w+", re.IGNORECASE),  # Parquet files compress on their own
+    re.compile(r"CREATE INDEX[^;]*;?", re.IGNORECASE),
+    # The second step of a NOT NULL column added to a table (ledger.schema): DuckLake cannot check
+    # rows of the same transaction, so such a column stays nullable there (rows always fill it).
+    re.compile(r"ALTER TABLE \w+ ALTER COLUMN \w+ SET NOT NULL;?", re.IGNORECASE),
+)
+
+
+# DuckLake takes only a literal as a new column's default, and reads a bare true/false as an expression.
+_BOOLEAN_DEFAULT = re.compile(r"\bDEFAULT\s+(true|false)\b", re.IGNORECASE)
+
+
+def ddl(sql: str) -> str:
+    """A migration's SQL as the lake runs it: without keys, indexes or column compression."""
+    for pattern in _REFUSED:
+        sql = pattern.sub("", sql)
+    return _BOOLEAN_DEFAULT.sub(r"DEFAULT '\1'", sql)
+
+
+@cache
+def primary_keys() -> dict[str, tuple[str, ...]]:
+    """Each table's key, as the file ledger's primary keys declare it after every migration.
+
+    ``call_copies`` has none in the file (``ledger.write`` keeps it one row per span); on the
+    lake it is keyed like the spans.
+    """
+    from .schema import migrate  # here: ledger.schema runs the lake's migrations through ddl()
+
+    with duckdb.connect() as scratch:
+        migrate(scratch)
+        rows = scratch.execute(
+            "SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+    keys = {name: tuple(columns) for name, columns in rows}
+    keys["call_copies"] = ("trace_id", "span_id")
+    return keys
+
+
+def insert_new(name: str, columns: str, source: str) -> str:
+    """INSERT of the rows of ``source`` whose key the table does not hold yet (one per key).
+
+    What a primary key and INSERT OR IGNORE do in the file: a redelivered batch adds nothing.
+    """
+    key = primary_keys()[name]
+    stored = " AND ".join(f's."{k}" = b."{k}"' for k in key)
+    distinct = ", ".join(f'"{k}"' for k in key)
+    return (
+        f"INSERT INTO {name} ({columns}) SELECT {columns} FROM "
+        f"(SELECT DISTINCT ON ({distinct}) * FROM {source}) b "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {name} s WHERE {stored})"
+    )
+
+
+def upsert(name: str, columns: Sequence[str], source: str) -> str:
+    """MERGE of ``source`` (a query or VALUES naming ``columns``) by the table's key: INSERT OR REPLACE."""
+    key = primary_keys()[name]
+    on = " AND ".join(f'{name}."{k}" = b."{k}"' for k in key)
+    sets = ", ".join(f'"{c}" = b."{c}"' for c in columns if c not in key)
+    names = ", ".join(f'"{c}"' for c in columns)
+    values = ", ".join(f'b."{c}"' for c in columns)
+    return (
+        f"MERGE INTO {name} USING ({source}) AS b({names}) ON {on} "
+        f"WHEN MATCHED THEN UPDATE SET {sets} WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"
+    )
