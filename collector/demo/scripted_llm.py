@@ -8,6 +8,7 @@ history, and a prompt-cache model reproduces the API's write-then-read behaviour
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -25,6 +26,7 @@ from collector.harness.llm import (
     build_request,
     plain_json,
 )
+from ledger.pricing import PriceBook
 
 __all__ = [
     "Policy",
@@ -32,6 +34,7 @@ __all__ = [
     "PromptCacheModel",
     "Reply",
     "ScriptedLLM",
+    "cache_minimum",
     "estimate_tokens",
     "result_text",
 ]
@@ -87,6 +90,19 @@ def _segments(request: Mapping[str, Any]) -> tuple[list[Any], list[int]]:
     return blocks, sorted(set(marks))
 
 
+@functools.cache
+def _shipped_price_book() -> PriceBook:
+    # The shipped book only, never a user's price file: demo data must not depend on the machine.
+    return PriceBook.default()
+
+
+def cache_minimum(model: str) -> int:
+    """The shortest prefix ``model`` caches, from the price book's ``[cache_minimum]`` table,
+    the same figure the ledger's cache diagnosis reads; 0 (cache any length) for a model it
+    does not list."""
+    return _shipped_price_book().cache_minimum(model) or 0
+
+
 class PromptCacheModel:
     """What a provider's prompt cache bills for a request, block by block.
 
@@ -99,7 +115,7 @@ class PromptCacheModel:
     Prefixes shorter than ``min_tokens`` are never cached, as on the real API.
     """
 
-    def __init__(self, min_tokens: int = 1024) -> None:
+    def __init__(self, min_tokens: int) -> None:
         self.min_tokens = min_tokens
         self._entries: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -239,6 +255,7 @@ class ScriptedLLM(CompleteBySending):
     ``faults`` scripts infrastructure failures: ``{2: [ProviderError(429, retry_after=7)]}``
     makes the third logical call fail once with a 429 before it succeeds. Each
     failure is consumed by one attempt, exactly like a flaky server.
+    ``min_cacheable_tokens`` defaults to the model's minimum in the price book.
     """
 
     def __init__(
@@ -247,14 +264,15 @@ class ScriptedLLM(CompleteBySending):
         *,
         model: str = DEFAULT_MODEL,
         cache: bool = True,
-        min_cacheable_tokens: int = 1024,
+        min_cacheable_tokens: int | None = None,
         faults: Mapping[int, Iterable[BaseException]] | None = None,
         id_prefix: str = "toolu_",
     ) -> None:
         self.model = model
         self.policy = policy
         self.cache = cache
-        self.prompt_cache = PromptCacheModel(min_cacheable_tokens)
+        minimum = cache_minimum(model) if min_cacheable_tokens is None else min_cacheable_tokens
+        self.prompt_cache = PromptCacheModel(minimum)
         self._faults = {k: list(v) for k, v in (faults or {}).items()}
         self._id_prefix = id_prefix
         self._calls = 0  # successful calls so far: the index faults are keyed by

@@ -34,11 +34,12 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+from collector.demo.prompts import RESEARCH_SYSTEM
 from collector.demo.scenarios import SCENARIOS, build
 from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.demo.simulated_time import TimedLLM, VirtualClock, fraction, timed_tool
 from collector.harness import AgentConfig, AgentResult, Observer, Tool, accounted, run_agent
-from collector.harness.llm import LLMResponse, ProviderError
+from collector.harness.llm import LLM, LLMResponse, ProviderError
 
 __all__ = [
     "MODELS",
@@ -95,10 +96,6 @@ def _output_speed(model: str) -> float:
 
 
 # --- research: the long tail and a second call site ----------------------------------------
-RESEARCH_SYSTEM = (
-    "You are a research assistant. Fetch the pages you need with fetch_page (each result is a summary "
-    "of the page), then answer with citations. Prefer fewer, better sources."
-)
 SUMMARY_SYSTEM = "Summarize the page in three sentences for a research assistant. Keep figures and dates."
 _FETCH_DEF = {
     "name": "fetch_page",
@@ -254,7 +251,7 @@ def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
     options: dict[str, Any]
     if plan.kind == "research":
         topic = f"topic-{plan.index % 97}"
-        scripted = ScriptedLLM(
+        llm: LLM = ScriptedLLM(
             _research_policy(topic, plan.pages, plan.fanout),
             model=plan.model,
             cache=plan.cache,
@@ -266,8 +263,10 @@ def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
         task = f"Research {topic}: what drives the cost of long agent runs?"
         options = {"system": RESEARCH_SYSTEM, "config": config}
     else:
-        built = build(plan.kind, model=plan.model, cache=plan.cache, faults=_errors(plan.faults))
-        scripted, task = built.llm, built.task
+        built = build(
+            plan.kind, model=plan.model, clock_ns=clock.clock_ns, cache=plan.cache, faults=_errors(plan.faults)
+        )
+        llm, task = built.llm, built.task
         tools = tuple(timed_tool(t, clock) for t in built.tools)
         options = dict(built.options)
         config = options.pop("config")
@@ -279,7 +278,7 @@ def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
         tool_schema_version=TOOL_SCHEMA_VERSION,
     )
     return run_agent(
-        TimedLLM(scripted, clock, per_output_token_s=_output_speed(scripted.model)),
+        TimedLLM(llm, clock, per_output_token_s=_output_speed(llm.model)),
         task,
         tools,
         tenant=plan.tenant,
