@@ -365,7 +365,9 @@ HARNESS_SAMPLES: dict[str, HarnessSample] = {
     "max_tokens_cutoff": HarnessSample(
         "max_tokens", "A tool call cut off mid-argument by max_tokens is never run.", model="claude-haiku-4-5"
     ),
-    "cache_break": HarnessSample("cache_break", "The provider's cache is gone on the third call: a full re-write."),
+    "cache_break": HarnessSample(
+        "cache_break", "The provider's cache expired before the third call: the whole prompt is written again."
+    ),
     "shipping_soft_failure": HarnessSample(
         "soft_failure",
         "Every shipping lookup runs fine and finds nothing (a soft failure) until the step cap.",
@@ -382,6 +384,25 @@ HARNESS_SAMPLES: dict[str, HarnessSample] = {
         model="claude-opus-5",
         tenant="acme",
         pages=3,
+    ),
+    "healthy_cache": HarnessSample(
+        "policy_research",
+        "Five turns over a 4,000-token prefix: each turn reads back everything the last one cached.",
+    ),
+    "clock_in_system_prompt": HarnessSample(
+        "clock_in_prompt",
+        "The same five turns, with the current time at the top of the system prompt: every turn "
+        "writes the whole prompt again and reads nothing back.",
+    ),
+    "reordered_tools": HarnessSample(
+        "tools_reordered",
+        "The same five turns; from the third on the tool list is sent sorted by name: one full re-write.",
+    ),
+    "below_minimum": HarnessSample(
+        "triage",
+        "A 550-token prompt on claude-haiku-4-5, whose minimum cacheable prefix is 4,096 tokens: the "
+        "breakpoint is ignored, nothing is cached (claude-opus-5 would cache it).",
+        model="claude-haiku-4-5",
     ),
 }
 

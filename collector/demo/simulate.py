@@ -83,6 +83,7 @@ AGENTS = {
     "stall": ("coding-agent", "1.1.0", "code-v3"),
     "soft_failure": ("support-agent", "1.4.0", "support-v7"),
     "research": ("research-agent", "0.9.0", "research-v2"),
+    "triage": ("it-triage", "0.4.0", "triage-v2"),
 }
 HR_AGENT = ("hr-assistant", "2.3.0", "hr-v14")
 TOOL_SCHEMA_VERSION = "tools-2026-09"
