@@ -125,9 +125,9 @@ class PromptCacheModel:
         with self._lock:
             self._entries.clear()
 
-    def usage(self, request: Mapping[str, Any]) -> tuple[int, int, int]:
-        """``(uncached_input, cache_write, cache_read)`` for ``request``; records the writes."""
-        blocks, marks = _segments(request)
+    @staticmethod
+    def _prefixes(blocks: list[Any]) -> tuple[list[str], list[int]]:
+        """Each block's prefix key (a rolling hash) and the tokens up to and including it."""
         keys: list[str] = []
         cumulative: list[int] = []
         digest, running = hashlib.sha256(), 0
@@ -136,7 +136,23 @@ class PromptCacheModel:
             keys.append(digest.copy().hexdigest())
             running += estimate_tokens(block)
             cumulative.append(running)
-        total = running
+        return keys, cumulative
+
+    def warm(self, request: Mapping[str, Any]) -> None:
+        """Cache ``request``'s tools and system prompt, as an earlier run of the same deployment
+        did minutes ago (a provider's cache is shared by every request of an organization)."""
+        blocks, marks = _segments(request)
+        keys, cumulative = self._prefixes(blocks)
+        with self._lock:
+            for m in marks:
+                if blocks[m][0] in ("tool", "system") and cumulative[m] >= self.min_tokens:
+                    self._entries[keys[m]] = cumulative[m]
+
+    def usage(self, request: Mapping[str, Any]) -> tuple[int, int, int]:
+        """``(uncached_input, cache_write, cache_read)`` for ``request``; records the writes."""
+        blocks, marks = _segments(request)
+        keys, cumulative = self._prefixes(blocks)
+        total = cumulative[-1] if cumulative else 0
         with self._lock:
             hit = next((i for i in range(len(keys) - 1, -1, -1) if keys[i] in self._entries), -1)
             read = cumulative[hit] if hit >= 0 else 0
@@ -256,6 +272,8 @@ class ScriptedLLM(CompleteBySending):
     makes the third logical call fail once with a 429 before it succeeds. Each
     failure is consumed by one attempt, exactly like a flaky server.
     ``min_cacheable_tokens`` defaults to the model's minimum in the price book.
+    ``warm_cache`` starts with the first request's tools and system prompt already
+    cached (another run of the deployment wrote them within the cache's lifetime).
     """
 
     def __init__(
@@ -267,6 +285,7 @@ class ScriptedLLM(CompleteBySending):
         min_cacheable_tokens: int | None = None,
         faults: Mapping[int, Iterable[BaseException]] | None = None,
         id_prefix: str = "toolu_",
+        warm_cache: bool = False,
     ) -> None:
         self.model = model
         self.policy = policy
@@ -275,6 +294,7 @@ class ScriptedLLM(CompleteBySending):
         self.prompt_cache = PromptCacheModel(minimum)
         self._faults = {k: list(v) for k, v in (faults or {}).items()}
         self._id_prefix = id_prefix
+        self._warm = warm_cache
         self._calls = 0  # successful calls so far: the index faults are keyed by
         self._tool_ids = 0
         self._lock = threading.Lock()
@@ -317,6 +337,9 @@ class ScriptedLLM(CompleteBySending):
             content = _truncate(content, limit)
         if reply.evict_cache:
             self.prompt_cache.clear()
+        if self._warm:
+            self._warm = False
+            self.prompt_cache.warm(request)
         uncached, write, read = self.prompt_cache.usage(request)
         text = "".join(b["text"] for b in content if b["type"] == "text")
         tool_calls = tuple(ToolCall(b["id"], b["name"], b["input"]) for b in content if b["type"] == "tool_use")

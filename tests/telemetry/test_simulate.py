@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -125,3 +126,56 @@ def test_simulate_summary_is_json_ready() -> None:
     with redirect_stdout(out):
         print(json.dumps(s.to_dict()))
     assert json.loads(out.getvalue())["runs"] == 5
+
+
+def _totals(db: Path) -> tuple:
+    with open_ledger(db, read_only=True) as con:
+        return con.execute(
+            "SELECT (SELECT count(*) FROM spans), (SELECT count(*) FROM charges), (SELECT count(*) FROM runs), "
+            "(SELECT sum(usd_total) FROM runs)"
+        ).fetchone()
+
+
+def test_the_same_seed_twice_is_charged_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "sim.duckdb"
+    args = ["simulate", "--runs", "25", "--seed", "4", "--db", str(db), "--quiet", "--workers", "2"]
+    assert main(args) == 0
+    first = _totals(db)
+    capsys.readouterr()
+    assert main(args) == 0  # the same trace and span ids: every span is already stored, every call charged
+    assert _totals(db) == first and first[2] == 25
+    out = capsys.readouterr().out
+    assert "wrote 0 spans and 0 charges" in out and "nothing new: seed 4 was already played" in out
+    assert main([*args[:4], "5", *args[5:]]) == 0  # another seed: new runs
+    assert _totals(db)[2] == 50
+
+
+def _span_window(db: Path) -> tuple[int, int]:
+    with open_ledger(db, read_only=True) as con:
+        return con.execute("SELECT epoch_ns(min(start_time)), epoch_ns(max(end_time)) FROM spans").fetchone()
+
+
+@pytest.mark.parametrize(("flags", "window_s"), [([], 86_400), (["--hours", "2"], 7_200), (["--days", "3"], 259_200)])
+def test_runs_start_in_a_window_that_ends_now(tmp_path: Path, flags: list[str], window_s: int) -> None:
+    db = tmp_path / "sim.duckdb"
+    before = time.time_ns()
+    assert main(["simulate", "--runs", "40", "--seed", "6", "--db", str(db), "--quiet", *flags]) == 0
+    first, last = _span_window(db)
+    assert before - window_s * 10**9 <= first and first < before - window_s * 10**9 * 0.8  # the whole window
+    assert last <= time.time_ns() + 3_600 * 10**9  # the last run started before now (and ran minutes at most)
+
+
+def test_the_hit_rate_is_printed_and_is_the_ledgers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "sim.duckdb"
+    assert main(["simulate", "--runs", "60", "--seed", "8", "--db", str(db), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    printed = float(out.split("prompt cache hit rate ")[1].split("%")[0]) / 100
+    with open_ledger(db, read_only=True) as con:
+        ledger_rate = float(q.records(con, q.cache_hit_rate())[0]["hit_rate"])
+    assert printed == pytest.approx(ledger_rate, abs=0.001)
+    assert printed > 0.4  # production-sized prompts: most input of a multi-turn run is read back
+
+
+def test_window_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--runs", "2", "--hours", "0", "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "--days/--hours must be more than 0" in capsys.readouterr().err
