@@ -7,7 +7,7 @@ vectors, so loading the folder and reading the report reproduces them:
 * ``five_turn_run``  — the walked-through support request: $0.0427/0.0149/0.0123/0.0150/0.0147,
   total $0.0997, cache hit rate 0.765, with parallel tools, an offload and captured contexts;
 * ``cache_pair``     — the same call with a healthy and a broken cache: $0.0584 vs $0.1412;
-* ``long_tail``      — tasks a91/a92/a93: $0.26, $0.21 and $9.93 (40 turns, step cap);
+* ``long_tail``      — tasks a91/a92/a93: $0.26, $0.21 and $9.93 (40 turns, step cap, no cache breakpoint);
 * ``budget_warn``    — one call worth $0.82 against a $1.00 budget: a warn event;
 * ``retry_and_loop`` — a 429 retried after `retry-after` and a loop detector nudge then halt;
 * ``openai_style``   — an OpenAI-convention span whose prompt tokens include cached ones;
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from collector.demo.prompts import SUPPORT_SYSTEM
 from collector.otlp import encode_json
 from ledger import conventions as c
 from ledger.spans import SpanEvent, SpanRecord
@@ -227,11 +228,16 @@ def five_turn_run() -> list[SpanRecord]:
 
 
 def cache_pair() -> list[SpanRecord]:
-    """Seed 000 exercise 7: the same call, cache healthy vs broken (the 18,400 tokens MOVE)."""
+    """Seed 000 exercise 7: the same call, cache healthy vs broken (the 18,400 tokens MOVE).
+
+    The broken run's deployment puts the time at the top of its system prompt (its payload shows it)."""
+    ask = [{"role": "user", "content": "Audit this month's invoices against the contract terms."}]
     healthy = Trace("cache-healthy", agent="cache-audit")
-    healthy.chat("claude-opus-5", (210, 6_100, 18_400, 400), finish="end_turn")
+    talk = _Conversation("claude-opus-5", SYSTEM, TOOLS, ask, cache=True)
+    healthy.chat("claude-opus-5", (210, 6_100, 18_400, 400), payload=talk.payload(), finish="end_turn")
     broken = Trace("cache-broken", agent="cache-audit", start=T0 + 60_000 * MS)
-    broken.chat("claude-opus-5", (210 + 18_400, 6_100, 0, 400), finish="end_turn")
+    talk = _Conversation("claude-opus-5", f"Current time: 2026-09-21T14:14:20Z. {SYSTEM}", TOOLS, ask, cache=True)
+    broken.chat("claude-opus-5", (210 + 18_400, 6_100, 0, 400), payload=talk.payload(), finish="end_turn")
     return healthy.finish("completed") + broken.finish("completed")
 
 
@@ -243,17 +249,62 @@ def _split(total: int, parts: int) -> list[int]:
     return shares
 
 
+_SHIPPING_TOOL = {
+    "name": "get_shipping_status",
+    "description": "Tracking status of a parcel by its tracking number.",
+    "input_schema": {"type": "object", "properties": {"tracking": {"type": "string"}}, "required": ["tracking"]},
+}
+
+
+@dataclass
+class _Conversation:
+    """The requests of one run's model calls, as captured: each re-sends the whole history."""
+
+    model: str
+    system: str
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    cache: bool = False  # False: the deployment sets no cache_control (nothing can be cached)
+    max_tokens: int = 4096
+
+    def payload(self) -> dict[str, Any]:
+        system: Any = [{"type": "text", "text": self.system, "cache_control": {"type": "ephemeral"}}]
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
+                                "system": system if self.cache else self.system, "tools": self.tools,
+                                "messages": [dict(m) for m in self.messages]}  # fmt: skip
+        if self.cache:
+            body["cache_control"] = {"type": "ephemeral"}
+        return body
+
+    def turn(self, assistant: list[dict[str, Any]], user: list[dict[str, Any]] | None) -> None:
+        self.messages.append({"role": "assistant", "content": assistant})
+        if user is not None:
+            self.messages.append({"role": "user", "content": user})
+
+
 def long_tail() -> list[SpanRecord]:
-    """Seed 000 exercise 3: a91 and a92 are ordinary; a93 ran 40 turns into the step cap."""
+    """Seed 000 exercise 3: a91 and a92 are ordinary; a93 ran 40 turns into the step cap.
+
+    The triage deployment sets no cache breakpoint: every turn re-sends the whole history at the
+    full input price, which is why a93 costs what it does (its payloads say so)."""
     spans: list[SpanRecord] = []
     for n, (key, turns, tokens_in, tokens_out) in enumerate(
         [("a91", 6, 41_200, 2_100), ("a92", 5, 33_800, 1_800), ("a93", 40, 1_904_000, 16_400)]
     ):
         t = Trace(key, agent="ticket-triage", tenant="globex", start=T0 + n * 3_600_000 * MS)
+        ask = f"Ticket {key.upper()}: parcel 12345 has not arrived, the customer wants to know where it is."
+        talk = _Conversation("claude-opus-5", SUPPORT_SYSTEM, [_SHIPPING_TOOL], [{"role": "user", "content": ask}])
         for i, (inp, out) in enumerate(zip(_split(tokens_in, turns), _split(tokens_out, turns), strict=True)):
-            t.chat("claude-opus-5", (inp, 0, 0, out), finish="end_turn" if i == turns - 1 else "tool_use")
-            if i < turns - 1:
-                t.tool("get_shipping_status", {"tracking": "12345"}, "No shipment found for 12345.", soft_failure=True)
+            last = i == turns - 1
+            t.chat("claude-opus-5", (inp, 0, 0, out), payload=talk.payload(), finish="end_turn" if last else "tool_use")
+            if last:
+                break
+            use_id = f"toolu_{key}_{i:02d}"
+            t.tool("get_shipping_status", {"tracking": "12345"}, "No shipment found for 12345.", soft_failure=True)
+            talk.turn(
+                [_use(use_id, "get_shipping_status", {"tracking": "12345"})],
+                [_result(use_id, "No shipment found for 12345.")],
+            )
         if key == "a93":
             spans += t.finish("max_steps", detail="hit max_steps=40", status="ERROR", error_type="max_steps")
         else:
@@ -261,10 +312,18 @@ def long_tail() -> list[SpanRecord]:
     return spans
 
 
+_REPORT_SYSTEM = (
+    "You write the monthly cost report for the finance team: spend by team and model, the five most "
+    "expensive runs with their cause, and one recommendation. Figures come only from the notes given."
+)
+
+
 def budget_warn() -> list[SpanRecord]:
     """Seed 000 exercise 3: one call of .65 + .025 + .125 + .02 = $0.82 against $1.00."""
     t = Trace("budget-warn", agent="report-writer", tenant="initech")
-    t.chat("claude-opus-5", (130_000, 20_000, 40_000, 1_000), finish="end_turn")
+    notes = "Notes for September: " + "; ".join(f"team {k}: {1_000 + 137 * k} USD on claude-opus-5" for k in range(40))
+    talk = _Conversation("claude-opus-5", _REPORT_SYSTEM, [], [{"role": "user", "content": notes}], cache=True)
+    t.chat("claude-opus-5", (130_000, 20_000, 40_000, 1_000), payload=talk.payload(), finish="end_turn")
     warn = t.event(c.EVENT_BUDGET_WARN, spent_usd=0.82, limit_usd=1.0, fraction=0.82)
     return t.finish("completed", events=(warn,))
 
@@ -273,18 +332,22 @@ def retry_and_loop() -> list[SpanRecord]:
     """A 429 honoured with retry-after: 7, then a loop detector nudge and halt."""
     t = Trace("retry-and-loop", agent="support-agent", tenant="acme")
     call = _hex("call:retry-and-loop:first", 16)
-    t.chat("claude-sonnet-5", (0, 0, 0, 0), call=call, error="429")
+    ask = [{"role": "user", "content": "Why do my API calls get rate limited?"}]
+    talk = _Conversation("claude-sonnet-5", SYSTEM, TOOLS, ask)
+    t.chat("claude-sonnet-5", (0, 0, 0, 0), call=call, error="429", payload=talk.payload())
     t.clock += 7_000 * MS
-    t.chat("claude-sonnet-5", (1_200, 0, 0, 90), call=call, attempt=2, cause="429")
+    t.chat("claude-sonnet-5", (1_200, 0, 0, 90), call=call, attempt=2, cause="429", payload=talk.payload())
     retry = SpanEvent(c.EVENT_RETRY, t.clock, {"cause": "429", "wait_s": 7.0, "attempt": 2})
     for i in range(5):
-        t.chat("claude-sonnet-5", (1_300 + 150 * i, 0, 0, 60))
+        t.chat("claude-sonnet-5", (1_300 + 150 * i, 0, 0, 60), payload=talk.payload())
         ev: tuple[SpanEvent, ...] = ()
         if i == 3:
             ev = (t.event(c.EVENT_LOOP_TRIP, shape="repeat", action="nudge", tool="search_docs"),)
         if i == 4:
             ev = (t.event(c.EVENT_LOOP_TRIP, shape="repeat", action="halt", tool="search_docs"),)
         t.tool("search_docs", {"q": "rate limit"}, "0 results", soft_failure=True, events=ev)
+        use_id = f"toolu_rl_{i}"
+        talk.turn([_use(use_id, "search_docs", {"q": "rate limit"})], [_result(use_id, "0 results")])
     return t.finish("loop_detected", detail="search_docs repeated after a nudge", events=(retry,))
 
 
@@ -305,7 +368,9 @@ def openai_style() -> list[SpanRecord]:
 
 def unpriced() -> list[SpanRecord]:
     t = Trace("unpriced", agent="experiment", tenant="acme")
-    t.chat("mystery-model-1", (5_000, 0, 0, 500), finish="end_turn")
+    ask = [{"role": "user", "content": "Classify these 200 support tickets by product area."}]
+    talk = _Conversation("mystery-model-1", SYSTEM, [], ask)
+    t.chat("mystery-model-1", (5_000, 0, 0, 500), payload=talk.payload(), finish="end_turn")
     t.spans[-1].attributes[c.PROVIDER_NAME] = "someprovider"
     return t.finish("completed")
 

@@ -1,4 +1,4 @@
-"""Harness-produced sample traces: deterministic, committed up to date, telling the seeds' stories."""
+"""Sample traces: deterministic, committed up to date, telling the seeds' stories and the cache's."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import duckdb
 import pytest
 
 from collector.demo.samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness
+from collector.demo.samples import SCENARIOS as ASSEMBLED
 from collector.otlp import decode_json, encode_json, read_file
 from ledger import conventions as c
 from ledger import queries as q
-from ledger.cache_diagnosis import BELOW_MINIMUM, BROKEN, CACHED, WRITTEN, CacheCheck, diagnose
+from ledger.cache_diagnosis import BELOW_MINIMUM, BROKEN, CACHED, NO_BREAKPOINT, WRITTEN, CacheCheck, diagnose
 from ledger.content import load_context
 from ledger.ingest import ingest
 from ledger.pricing import PriceBook
@@ -153,3 +154,29 @@ def test_a_short_prompt_on_haiku_is_below_its_minimum(ledger: duckdb.DuckDBPyCon
     assert all("claude-haiku-4-5 caches 4,096 or more" in c.note for c in checks)
     run = _run(ledger, "below_minimum")  # a prompt claude-opus-5 would cache (its minimum is 512)
     assert run["uncached_input_tokens"] / run["model_calls"] > PriceBook.default().cache_minimum("claude-opus-5")
+
+
+@pytest.fixture(scope="module")
+def assembled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = open_ledger(tmp_path_factory.mktemp("samples") / "assembled.duckdb")
+    for name in ASSEMBLED:
+        ingest(con, read_file(FOLDER.parent / f"{name}.json"))
+    yield con
+    con.close()
+
+
+def test_the_expensive_sample_runs_carry_their_payloads(assembled: duckdb.DuckDBPyConnection) -> None:
+    runs = q.records(assembled, q.long_tail(limit=6))
+    assert [round(float(r["usd_total"]), 2) for r in runs][:5] == [9.93, 0.82, 0.26, 0.21, 0.14]  # the seeds'
+    missing = assembled.execute(
+        "SELECT count(*) FROM charges ch ANTI JOIN contexts USING (trace_id, span_id) WHERE model <> 'gpt-4o'"
+    ).fetchone()
+    assert missing == (0,)  # every call of every run has its request (but the OpenAI-style span's)
+
+
+def test_the_long_tail_run_is_diagnosed_as_never_cached(assembled: duckdb.DuckDBPyConnection) -> None:
+    a93 = next(s for s in ASSEMBLED["long_tail"]() if s.attributes.get(c.CONVERSATION_ID) == "conv-a93").trace_id
+    turns = q.records(assembled, q.run_turns(a93))
+    spans = {int(t["turn"]): str(t["span_id"]) for t in turns}
+    checks = diagnose(turns, lambda n: load_context(assembled, a93, spans[n]), PriceBook.default().cache_minimum)
+    assert len(checks) == 40 and {c.status for c in checks} == {NO_BREAKPOINT}
