@@ -14,7 +14,7 @@ vectors, so loading the folder and reading the report reproduces them:
 * ``unpriced``       — a model no price source knows, flagged rather than free.
 
 Those are assembled span by span. ``sample_traces/harness/`` holds traces the
-real harness produced (``HARNESS_SAMPLES``): named scenarios run through
+real harness produced (``collector.demo.harness_samples``): named scenarios run through
 ``collector.harness.run_agent`` with scripted models, observed by
 ``collector.harness.telemetry.OTelObserver`` and encoded exactly as the in-process
 exporter would. They tell the seeds' stories: the PTO happy path with parallel
@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +40,15 @@ from ledger import conventions as c
 from ledger.spans import SpanEvent, SpanRecord
 
 __all__ = [
-    "HARNESS_FOLDER",
-    "HARNESS_SAMPLES",
+    "MS",
     "SCENARIOS",
-    "HarnessSample",
+    "T0",
     "Trace",
     "budget_warn",
     "build",
-    "build_harness",
     "cache_pair",
     "five_turn_run",
+    "hex_id",
     "long_tail",
     "openai_style",
     "retry_and_loop",
@@ -69,7 +68,8 @@ TOOLS = [
 ]  # fmt: skip
 
 
-def _hex(seed: str, n: int) -> str:
+def hex_id(seed: str, n: int) -> str:
+    """``n`` hex digits fixed by ``seed``: the samples' ids are the same on every machine."""
     return hashlib.sha256(seed.encode()).hexdigest()[:n]
 
 
@@ -87,13 +87,13 @@ class Trace:
     _n: int = 0
 
     def __post_init__(self) -> None:
-        self.trace_id = _hex(f"trace:{self.key}", 32)
-        self.root_id = _hex(f"span:{self.key}:root", 16)
+        self.trace_id = hex_id(f"trace:{self.key}", 32)
+        self.root_id = hex_id(f"span:{self.key}:root", 16)
         self.clock = self.start + MS
 
     def _id(self) -> str:
         self._n += 1
-        return _hex(f"span:{self.key}:{self._n}", 16)
+        return hex_id(f"span:{self.key}:{self._n}", 16)
 
     def child(self, name: str, duration_ms: float, attrs: dict[str, Any], *, status: str = "UNSET",
               events: tuple[SpanEvent, ...] = (), at: int | None = None) -> SpanRecord:  # fmt: skip
@@ -117,7 +117,7 @@ class Trace:
         attrs: dict[str, Any] = {
             c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic", c.REQUEST_MODEL: model,
             c.RESPONSE_MODEL: model, c.CALL_SITE: label, c.ATTEMPT: attempt,
-            c.CALL_ID: call or _hex(f"call:{self.key}:{self._n}", 16),
+            c.CALL_ID: call or hex_id(f"call:{self.key}:{self._n}", 16),
             # Current GenAI conventions: input_tokens INCLUDES cache reads and writes.
             c.INPUT_TOKENS: uncached + write + read, c.OUTPUT_TOKENS: out,
             c.CACHE_CREATION_INPUT_TOKENS: write, c.CACHE_READ_INPUT_TOKENS: read,
@@ -331,7 +331,7 @@ def budget_warn() -> list[SpanRecord]:
 def retry_and_loop() -> list[SpanRecord]:
     """A 429 honoured with retry-after: 7, then a loop detector nudge and halt."""
     t = Trace("retry-and-loop", agent="support-agent", tenant="acme")
-    call = _hex("call:retry-and-loop:first", 16)
+    call = hex_id("call:retry-and-loop:first", 16)
     ask = [{"role": "user", "content": "Why do my API calls get rate limited?"}]
     talk = _Conversation("claude-sonnet-5", SYSTEM, TOOLS, ask)
     t.chat("claude-sonnet-5", (0, 0, 0, 0), call=call, error="429", payload=talk.payload())
@@ -385,151 +385,6 @@ def build(name: str) -> list[SpanRecord]:
     return SCENARIOS[name]()
 
 
-# --- produced by the harness ---------------------------------------------------------------
-HARNESS_FOLDER = "harness"
-HARNESS_T0 = T0 + 86_400_000 * MS  # a day after the assembled samples
-_BUDGET_MODEL = "claude-opus-5"  # the scripted model's token estimate includes the model name: keep the seed's
-
-
-@dataclass(frozen=True)
-class HarnessSample:
-    """One harness run: a scenario of ``collector.demo.scenarios`` (or ``research``) and its setting."""
-
-    scenario: str
-    story: str
-    model: str = "claude-sonnet-5"
-    tenant: str = "initech"
-    faults: dict[int, tuple[tuple[int | None, float | None], ...]] = field(default_factory=dict)
-    pages: int = 0
-    fanout: int = 1
-
-
-HARNESS_SAMPLES: dict[str, HarnessSample] = {
-    "pto_happy_path": HarnessSample(
-        "happy", "Two look-ups requested in one turn run concurrently; one user message answers both."
-    ),
-    "looping_search": HarnessSample(
-        "looping", "The same search again and again: nudged on the 4th call, halted on the 5th."
-    ),
-    "config_cycle": HarnessSample(
-        "cycle", "Read, write back the same content, read: the world never changes (cycle).", tenant="acme"
-    ),
-    "stalled_tests": HarnessSample(
-        "stall", "A new edit every turn, the failing count never moves (stall).", tenant="acme"
-    ),
-    "budget_burner": HarnessSample(
-        "budget_burner",
-        "An ever-longer history: the 11th call takes the run to 12,990 tokens against a 12,000 budget.",
-        model=_BUDGET_MODEL,
-    ),
-    "recovering_date_error": HarnessSample(
-        "recovering", "A bad date, an actionable is_error result, a corrected call, an answer."
-    ),
-    "refund_handoff": HarnessSample("handoff", "A refund needs a finance approver: handed to a person."),
-    "refusal": HarnessSample("refusal", "The model declines.", model="claude-haiku-4-5"),
-    "max_tokens_cutoff": HarnessSample(
-        "max_tokens", "A tool call cut off mid-argument by max_tokens is never run.", model="claude-haiku-4-5"
-    ),
-    "cache_break": HarnessSample(
-        "cache_break", "The provider's cache expired before the third call: the whole prompt is written again."
-    ),
-    "shipping_soft_failure": HarnessSample(
-        "soft_failure",
-        "Every shipping lookup runs fine and finds nothing (a soft failure) until the step cap.",
-        tenant="acme",
-    ),
-    "retry_storm": HarnessSample(
-        "happy",
-        "A 429 with retry-after: 7 is waited out, then a 529 is retried with backoff: 4 attempts, 4 charges.",
-        faults={0: ((429, 7.0),), 1: ((529, None),)},
-    ),
-    "research_with_summarizer": HarnessSample(
-        "research",
-        "Each fetch_page tool call summarizes its page with a second model (call site 'summarizer').",
-        model="claude-opus-5",
-        tenant="acme",
-        pages=3,
-    ),
-    "healthy_cache": HarnessSample(
-        "policy_research",
-        "Five turns over a 4,000-token prefix: each turn reads back everything the last one cached.",
-    ),
-    "clock_in_system_prompt": HarnessSample(
-        "clock_in_prompt",
-        "The same five turns, with the current time at the top of the system prompt: every turn "
-        "writes the whole prompt again and reads nothing back.",
-    ),
-    "reordered_tools": HarnessSample(
-        "tools_reordered",
-        "The same five turns; from the third on the tool list is sent sorted by name: one full re-write.",
-    ),
-    "below_minimum": HarnessSample(
-        "triage",
-        "A 550-token prompt on claude-haiku-4-5, whose minimum cacheable prefix is 4,096 tokens: the "
-        "breakpoint is ignored, nothing is cached (claude-opus-5 would cache it).",
-        model="claude-haiku-4-5",
-    ),
-}
-
-
-def _renumber(spans: list[SpanRecord], key: str) -> list[SpanRecord]:
-    """Ids fixed by time order, so parallel tool spans (created in thread order) get the same ids every time."""
-
-    def order(s: SpanRecord) -> tuple[Any, ...]:
-        a = s.attributes
-        return (s.start_ns, s.end_ns, s.name, str(a.get(c.TOOL_CALL_ID, "")), str(a.get(c.CALL_ID, "")))
-
-    ordered = sorted(spans, key=order)
-    trace_id = _hex(f"trace:harness:{key}", 32)
-    ids = {s.span_id: _hex(f"span:harness:{key}:{i}", 16) for i, s in enumerate(ordered)}
-    return [
-        replace(s, trace_id=trace_id, span_id=ids[s.span_id], parent_span_id=ids.get(s.parent_span_id, ""))
-        for s in ordered
-    ]
-
-
-def build_harness(name: str) -> list[SpanRecord]:
-    """Run harness sample ``name`` and return its spans as the ledger would receive them."""
-    # Imported here: the assembled samples must not need the harness or the SDK.
-    from collector.demo.simulate import AGENTS, HR_AGENT, RunPlan, execute
-    from collector.harness.telemetry import (
-        InMemorySpanExporter,
-        OTelObserver,
-        build_resource,
-        span_records,
-        tracer_provider,
-    )
-
-    try:
-        sample = HARNESS_SAMPLES[name]
-    except KeyError:
-        raise KeyError(f"unknown harness sample {name!r}; known: {sorted(HARNESS_SAMPLES)}") from None
-    index = list(HARNESS_SAMPLES).index(name)
-    agent, version, prompt = AGENTS.get(sample.scenario, HR_AGENT)
-    exporter = InMemorySpanExporter()
-    resource = build_resource(agent, version, "sample", detect=False)
-    provider = tracer_provider([exporter], resource=resource, batch=False)
-    plan = RunPlan(
-        index=index,
-        seed=2026,
-        tenant=sample.tenant,
-        tier="enterprise",
-        kind=sample.scenario,
-        model=sample.model,
-        start_ns=HARNESS_T0 + index * 3_600_000 * MS,
-        faults=dict(sample.faults),
-        pages=sample.pages,
-        fanout=sample.fanout,
-        prompt_version=prompt,
-    )
-    try:
-        execute(plan, OTelObserver(provider, capture="redacted"))
-        provider.force_flush()
-        return _renumber(span_records(exporter.get_finished_spans()), name)
-    finally:
-        provider.shutdown()
-
-
 def _write(path: Path, doc: dict[str, Any]) -> Path:
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
@@ -537,12 +392,14 @@ def _write(path: Path, doc: dict[str, Any]) -> Path:
 
 def write_samples(folder: Path | str) -> list[Path]:
     """Write every sample: the assembled ones to ``folder``, the harness's to ``folder/harness``."""
+    from collector.demo.harness_samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness  # runs the harness
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, scenario in SCENARIOS.items():
         doc = {
-            "_generated": f"by `turnledger samples` from collector/samples.py ({name}); do not edit",
+            "_generated": f"by `turnledger samples` from collector/demo/samples.py ({name}); do not edit",
             **encode_json(scenario()),
         }
         written.append(_write(folder / f"{name}.json", doc))
@@ -550,7 +407,7 @@ def write_samples(folder: Path | str) -> list[Path]:
     harness.mkdir(exist_ok=True)
     for name, sample in HARNESS_SAMPLES.items():
         doc = {
-            "_generated": f"by `turnledger samples` (collector/samples.py HARNESS_SAMPLES[{name!r}]: the harness "
+            "_generated": f"by `turnledger samples` (collector/demo/harness_samples.py HARNESS_SAMPLES[{name!r}]: the harness "
             f"running scenario {sample.scenario!r}); do not edit",
             "_story": sample.story,
             **encode_json(build_harness(name)),

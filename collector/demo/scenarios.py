@@ -9,7 +9,7 @@ mid-run, a short prompt below the model's minimum), driven by a
 :func:`run_agent` needs, fresh, so simulations and sample traces can replay
 them; tests use them as fixtures.
 
-The deployments send production-sized prompts (``collector.demo.prompts``:
+The deployments send production-sized prompts (``collector.demo.prompts``, ``collector.demo.hr_prompts``:
 a few thousand tokens of system prompt and tools), so their caches behave as
 real ones do. The budget burner keeps the seed lesson's short prompt and two
 tools (:data:`HR_SYSTEM`, :data:`HR_TOOLS`): its 12,990 tokens are a seed figure.
@@ -23,12 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.demo import prompts
+from collector.demo import hr_prompts, prompts
 from collector.demo.drift import DriftingClient, Rewrite, clock_in_system_prompt, tools_reordered
 from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM, result_text
+from collector.demo.worlds import ASSET, SHIPPING, FileWorld, SuiteWorld, typed_tool
 from collector.harness.config import AgentConfig
 from collector.harness.llm import LLM
-from collector.harness.tools import HANDOFF_TOOL, Tool, ToolError, ToolResult
+from collector.harness.tools import HANDOFF_TOOL, Tool, ToolError
 
 __all__ = [
     "HR_DEPLOYMENT_TOOLS",
@@ -38,17 +39,13 @@ __all__ = [
     "PTO_BALANCE",
     "SCENARIOS",
     "SEARCH_KB",
-    "SHIPPING",
     "Built",
-    "FileWorld",
     "Scenario",
-    "SuiteWorld",
     "budget_burner",
     "build",
     "cache_breaking",
     "cycling",
     "get_pto_balance",
-    "get_shipping_status",
     "handing_off",
     "happy",
     "looping",
@@ -128,23 +125,13 @@ def get_pto_balance(employee: str, as_of: str) -> str:
     return json.dumps({"employee": employee, "as_of": as_of, "days_left": PTO_BALANCES[employee]})
 
 
-def _tool(name: str, description: str, fn: Callable[..., Any], **properties: str) -> Tool:
-    """A tool whose arguments are all required and typed as given (``query="string"``)."""
-    schema = {
-        "type": "object",
-        "properties": {k: {"type": v} for k, v in properties.items()},
-        "required": list(properties),
-    }
-    return Tool({"name": name, "description": description, "input_schema": schema}, fn)
-
-
-SEARCH_KB = _tool(
+SEARCH_KB = typed_tool(
     "search_kb",
     "Search the company knowledge base (HR, finance, IT). Returns doc ids and text.",
     search_kb,
     query="string",
 )
-PTO_BALANCE = _tool(
+PTO_BALANCE = typed_tool(
     "get_pto_balance",
     "An employee's remaining PTO days on a date (employee: lowercase username; as_of: YYYY-MM-DD).",
     get_pto_balance,
@@ -157,7 +144,7 @@ EXPENSE_LIMITS = {"berlin": (65, 210, "fin-003"), "london": (80, 290, "fin-003")
 BERLIN_HOLIDAYS = (("2026-01-01", "New Year's Day"), ("2026-10-03", "Day of German Unity"))
 
 
-def _json_tool(definition: dict[str, Any], fn: Callable[..., Any]) -> Tool:
+def _jsontyped_tool(definition: dict[str, Any], fn: Callable[..., Any]) -> Tool:
     return Tool(definition, lambda **kw: json.dumps(fn(**kw)))
 
 
@@ -178,88 +165,15 @@ def _holidays(year: int, office: str) -> dict[str, Any]:
     return {"year": year, "office": office, "holidays": days}
 
 
-_DEFS = {d["name"]: d for d in prompts.HR_TOOL_DEFS}
+_DEFS = {d["name"]: d for d in hr_prompts.HR_TOOL_DEFS}
 # The production HR deployment: the lesson's two tools and the rest of its catalogue.
 HR_DEPLOYMENT_TOOLS = (
     *HR_TOOLS,
-    _json_tool(_DEFS["list_holidays"], _holidays),
-    _json_tool(_DEFS["get_expense_limits"], _expense_limits),
-    _json_tool(_DEFS["get_policy_document"], _policy_document),
-    _json_tool(_DEFS["submit_leave_request"], lambda **kw: {"request_id": "LR-2041", "status": "pending", **kw}),
-    _json_tool(_DEFS["open_hr_ticket"], lambda **kw: {"ticket_id": "HR-7731", **kw}),
-)
-
-
-# --- worlds with state, for the cycle and stall shapes -----------------------------------
-@dataclass
-class FileWorld:
-    """A config file an agent reads and rewrites without ever changing it."""
-
-    files: dict[str, str] = field(default_factory=lambda: {"config.yaml": "retries: 3\ntimeout_s: 30\n"})
-
-    def read_file(self, path: str) -> str:
-        if path not in self.files:
-            raise ToolError(f"No file {path!r}. Files: {sorted(self.files)}.")
-        return self.files[path]
-
-    def write_file(self, path: str, content: str) -> str:
-        self.files[path] = content
-        return "ok"
-
-    def snapshot(self) -> dict[str, str]:
-        return dict(self.files)
-
-    def tools(self) -> tuple[Tool, ...]:
-        return (
-            _tool("read_file", "Read a file.", self.read_file, path="string"),
-            _tool("write_file", "Overwrite a file.", self.write_file, path="string", content="string"),
-        )
-
-
-@dataclass
-class SuiteWorld:
-    """A test suite whose failures no edit fixes: work happens, progress does not."""
-
-    edits: int = 0
-    failing: int = 3
-
-    def run_tests(self) -> str:
-        return f"{self.failing} failed, 12 passed"
-
-    def edit_file(self, path: str, patch: str) -> str:
-        self.edits += 1
-        return f"patched {path} ({len(patch)} chars)"
-
-    def snapshot(self) -> dict[str, int]:
-        return {"edits": self.edits}
-
-    def progress(self) -> float:
-        return float(15 - self.failing)
-
-    def tools(self) -> tuple[Tool, ...]:
-        return (
-            _tool("run_tests", "Run the test suite.", self.run_tests),
-            _tool("edit_file", "Apply a patch to a file.", self.edit_file, path="string", patch="string"),
-        )
-
-
-def get_shipping_status(order_id: str) -> ToolResult:
-    """Every lookup runs fine and finds nothing: a soft failure, not an error."""
-    return ToolResult(f"No tracking information found for order {order_id}.", soft_failure=True)
-
-
-SHIPPING = _tool("get_shipping_status", "Tracking status of an order.", get_shipping_status, order_id="string")
-
-
-def lookup_asset(asset_tag: str) -> str:
-    return json.dumps({"asset_tag": asset_tag, "kind": "laptop", "owner": "bob", "purchased": "2024-02-12"})
-
-
-ASSET = _tool(
-    "lookup_asset",
-    "An IT asset by its tag (e.g. LT-4471): kind, owner, purchase date.",
-    lookup_asset,
-    asset_tag="string",
+    _jsontyped_tool(_DEFS["list_holidays"], _holidays),
+    _jsontyped_tool(_DEFS["get_expense_limits"], _expense_limits),
+    _jsontyped_tool(_DEFS["get_policy_document"], _policy_document),
+    _jsontyped_tool(_DEFS["submit_leave_request"], lambda **kw: {"request_id": "LR-2041", "status": "pending", **kw}),
+    _jsontyped_tool(_DEFS["open_hr_ticket"], lambda **kw: {"ticket_id": "HR-7731", **kw}),
 )
 
 
@@ -414,7 +328,7 @@ class Scenario:
     task: str
     expected_stop: str
     config: AgentConfig = field(default_factory=AgentConfig)
-    system: str = prompts.HR_HANDBOOK
+    system: str = hr_prompts.HR_HANDBOOK
     tools: tuple[Tool, ...] = HR_DEPLOYMENT_TOOLS
     world: Callable[[], Any] | None = None  # a FileWorld/SuiteWorld factory; its tools replace ``tools``
     drift: Drift | None = None

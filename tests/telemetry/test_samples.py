@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from collector.demo.samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness
+from collector.demo.harness_samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness
 from collector.demo.samples import SCENARIOS as ASSEMBLED
 from collector.otlp import decode_json, encode_json, read_file
 from ledger import conventions as c
