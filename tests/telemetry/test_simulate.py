@@ -91,14 +91,17 @@ def test_simulate_command_writes_the_ledger(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_simulate_command_sends_to_a_running_collector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    server = CollectorServer(ServerConfig(port=0, db=tmp_path / "served.duckdb")).start()
-    try:
-        assert main(["simulate", "--runs", "12", "--seed", "2", "--endpoint", server.url, "--quiet"]) == 0
-    finally:
-        server.stop()
-    assert f"sent to {server.url}/v1/traces" in capsys.readouterr().out
-    with open_ledger(tmp_path / "served.duckdb", read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM runs").fetchone() == (12,)
+    db = tmp_path / "served.duckdb"
+    totals = []
+    for _ in range(2):  # the same seed twice, through the collector: stored and charged once
+        server = CollectorServer(ServerConfig(port=0, db=db)).start()
+        try:
+            assert main(["simulate", "--runs", "12", "--seed", "2", "--endpoint", server.url, "--quiet"]) == 0
+        finally:
+            server.stop()
+        assert f"sent to {server.url}/v1/traces" in capsys.readouterr().out
+        totals.append(_totals(db))
+    assert totals[0] == totals[1] and totals[0][2] == 12
 
 
 def test_simulate_command_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
