@@ -13,6 +13,7 @@ import hashlib
 import json
 import math
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -296,12 +297,23 @@ class ScriptedLLM(CompleteBySending):
         self._id_prefix = id_prefix
         self._warm = warm_cache
         self._calls = 0  # successful calls so far: the index faults are keyed by
+        self._answered: Counter[str] = Counter()  # replies so far to each distinct request
         self._tool_ids = 0
         self._lock = threading.Lock()
 
     @property
     def calls(self) -> int:
         return self._calls
+
+    def _response_id(self, request: Mapping[str, Any]) -> str:
+        """Deterministic, and distinct for distinct requests, as the API's ids are unique: the ledger
+        charges one billed call per response id. Numbered per distinct request, not per call, so
+        calls made at once from several threads (a tool's summaries) get the same ids every time."""
+        digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        with self._lock:
+            seen = self._answered[digest]
+            self._answered[digest] += 1
+        return f"msg_scripted_{seen:04d}_{digest}"
 
     def build_request(
         self,
@@ -351,15 +363,8 @@ class ScriptedLLM(CompleteBySending):
             usage=Usage(uncached, output, write, read),
             model=self.model,
             request=dict(request),
-            response_id=_response_id(request, index),
+            response_id=self._response_id(request),
         )
-
-
-def _response_id(request: Mapping[str, Any], index: int) -> str:
-    """Deterministic, and distinct for distinct requests, as the API's ids are unique: the
-    ledger charges one billed call per response id, so two runs' first replies must not share one."""
-    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return f"msg_scripted_{index:04d}_{digest}"
 
 
 def _content(text: str, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:

@@ -182,3 +182,34 @@ def test_the_hit_rate_is_printed_and_is_the_ledgers(tmp_path: Path, capsys: pyte
 def test_window_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--runs", "2", "--hours", "0", "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "--days/--hours must be more than 0" in capsys.readouterr().err
+
+
+def test_each_span_gets_the_same_id_every_time_parallel_tools_included() -> None:
+    from collector.demo.run_ids import RunIds
+    from collector.demo.simulate import RunPlan, execute
+    from collector.harness.telemetry import InMemorySpanExporter, OTelObserver, tracer_provider
+
+    def ids() -> dict[tuple[str, str, int], tuple[str, str]]:
+        exporter = InMemorySpanExporter()
+        provider = tracer_provider([exporter], batch=False, id_generator=RunIds())
+        # fan-out 3: three fetch_page calls at once, each calling the summarizer on its own thread
+        plan = RunPlan(1, 9, "acme", "enterprise", "research", MODELS[0], END, pages=6, fanout=3)
+        execute(plan, OTelObserver(provider))
+        provider.shutdown()
+        out = {}
+        for s in exporter.get_finished_spans():
+            a = s.attributes or {}
+            key = (s.name, str(a.get("gen_ai.tool.call.id", a.get("gen_ai.response.id", ""))), s.start_time or 0)
+            out[key] = (format(s.context.trace_id, "032x"), format(s.context.span_id, "016x"))
+        return out
+
+    import sys
+
+    first = ids()
+    assert len({trace for trace, _ in first.values()}) == 1 and len(first) > 12
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can: the tools' order varies
+    try:
+        assert all(ids() == first for _ in range(5))
+    finally:
+        sys.setswitchinterval(switch)
