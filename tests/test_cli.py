@@ -118,9 +118,10 @@ def test_context_prints_the_exact_captured_payload(tmp_path, capsys):
 
 def test_context_errors_are_actionable(tmp_path, capsys):
     db = tmp_path / "l.duckdb"
-    _ingest_samples(db, capsys, "long_tail", "five_turn_run")
+    _ingest_samples(db, capsys, "long_tail", "five_turn_run", "openai_style")
     a93 = build("long_tail")[-1].trace_id
-    assert main(["context", a93, "--turn", "1", "--db", str(db)]) == 2
+    uncaptured = build("openai_style")[-1].trace_id  # the one sample span without a captured request
+    assert main(["context", uncaptured, "--turn", "1", "--db", str(db)]) == 2
     assert "content capture was off" in capsys.readouterr().err
     assert main(["context", a93, "--turn", "99", "--db", str(db)]) == 2
     assert "has turns 1..40" in capsys.readouterr().err

@@ -3,12 +3,15 @@
 ``simulate`` drives the harness over a realistic workload, with telemetry on:
 
     turnledger simulate --runs 1000 --seed 7                     # into ./turnledger.duckdb (in-process)
+    turnledger simulate --runs 200 --hours 6                     # runs over the last 6 hours
     turnledger simulate --runs 1000 --endpoint http://127.0.0.1:4318   # to a running `turnledger serve`
 
 Spans go through the same telemetry an instrumented agent uses
 (``collector.harness.telemetry``): the in-process ledger exporter, or OTLP/HTTP. The
-workload itself is ``collector.demo.simulate``. Progress goes to stderr, the summary
-to stdout.
+workload itself is ``collector.demo.simulate``: its runs start over a window ending
+now (one day unless ``--days``/``--hours`` say otherwise), with trace and span ids
+fixed by the seed, so the same seed played twice is charged once. Progress goes to
+stderr, the summary (with the prompt-cache hit rate) to stdout.
 """
 
 from __future__ import annotations
@@ -28,7 +31,13 @@ __all__ = ["Progress", "add_samples", "add_simulate", "cmd_samples", "cmd_simula
 def add_simulate(p: argparse.ArgumentParser) -> None:
     """Drive the harness with scripted models over a realistic workload."""
     p.add_argument("--runs", type=int, default=200, help="number of agent runs (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="workload seed: the same seed plays the same runs (default 0)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="workload seed: the same seed plays the same runs with the same trace ids, so playing it "
+        "again into the same ledger adds nothing (default 0)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument(
         "--db",
@@ -43,9 +52,11 @@ def add_simulate(p: argparse.ArgumentParser) -> None:
         "default without --db: $TURNLEDGER_SERVER when set)",
     )
     p.add_argument("--workers", type=int, default=1, help="runs executed concurrently (threads; default 1)")
-    p.add_argument(
-        "--days", type=float, default=7.0, help="spread the runs' start times over the last N days (default 7)"
+    window = p.add_mutually_exclusive_group()
+    window.add_argument(
+        "--days", type=float, default=None, help="the runs start over the N days ending now (default 1)"
     )
+    window.add_argument("--hours", type=float, default=None, help="the runs start over the N hours ending now")
     p.add_argument(
         "--capture",
         choices=CAPTURE_MODES,
@@ -128,6 +139,7 @@ def _exporter(a: argparse.Namespace) -> tuple[Any, Any, str, int]:
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     # Imported here so `turnledger --help` stays fast.
+    from collector.demo.run_ids import RunIds
     from collector.demo.simulate import simulate
     from collector.harness.telemetry import OTelObserver, build_resource
     from collector.harness.telemetry.setup import tracer_provider
@@ -136,6 +148,9 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         raise TurnledgerError(f"--runs must be 0 or more, got {a.runs!r}")
     if a.workers < 1:
         raise TurnledgerError(f"--workers must be 1 or more, got {a.workers!r}")
+    days = a.hours / 24 if a.hours is not None else a.days if a.days is not None else 1.0
+    if not days > 0:
+        raise TurnledgerError(f"--days/--hours must be more than 0, got {a.hours if a.hours is not None else a.days!r}")
     capture = a.capture or capture_mode()
     exporter, con, target, batch_size = _exporter(a)
     provider = tracer_provider(
@@ -144,6 +159,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         max_queue_size=200_000,
         max_export_batch_size=batch_size,
         schedule_delay_millis=500,
+        id_generator=RunIds(),  # ids fixed by (seed, run): a replayed seed is stored and charged once
     )
     observer = OTelObserver(provider, capture=capture)
     progress = None if a.quiet else Progress(a.runs)
@@ -154,7 +170,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
             seed=a.seed,
             observer=observer,
             workers=a.workers,
-            days=a.days,
+            days=days,
             on_progress=progress,
             checkpoint=provider.force_flush,  # back-pressure: the exporter keeps up
         )
@@ -168,11 +184,11 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         f"simulated {summary.runs} runs in {elapsed:.1f} s: {summary.runs / max(elapsed, 1e-9):,.0f} runs/s end to "
         f"end ({summary.runs_per_s:,.0f} runs/s in the harness), seed {a.seed}, {a.workers} worker(s), capture {capture}"
     )
-    _print_summary(summary, exporter, target)
+    _print_summary(summary, exporter, target, a.seed)
     return 0
 
 
-def _print_summary(s: Any, exporter: Any, target: str) -> None:
+def _print_summary(s: Any, exporter: Any, target: str, seed: int) -> None:
     from collector.harness.telemetry import LedgerSpanExporter
 
     causes = ", ".join(f"{k} {v}" for k, v in s.stop_causes.most_common())
@@ -184,10 +200,13 @@ def _print_summary(s: Any, exporter: Any, target: str) -> None:
     print(f"  models: {models}")
     print(f"  call sites: {sites}")
     print(f"  tenants: {tenants}")
+    print(f"  prompt cache hit rate {s.cache_hit_rate:.1%} (cache reads over all input tokens)")
     print(f"  harness estimate ${s.cost_usd:.4f} (the ledger prices every charge itself)")
     if isinstance(exporter, LedgerSpanExporter):
         r = exporter.report
         print(f"  wrote {r.spans_written} spans and {r.charges_written} charges to {target}")
+        if s.runs and not r.spans_written:
+            print(f"  nothing new: seed {seed} was already played into this ledger; pass another --seed to add runs")
         if exporter.failures:
             print(f"  warning: {exporter.failures} batch(es) failed to write; see the log above", file=sys.stderr)
         print(f"next: turnledger report --db {target}")

@@ -7,14 +7,14 @@ vectors, so loading the folder and reading the report reproduces them:
 * ``five_turn_run``  — the walked-through support request: $0.0427/0.0149/0.0123/0.0150/0.0147,
   total $0.0997, cache hit rate 0.765, with parallel tools, an offload and captured contexts;
 * ``cache_pair``     — the same call with a healthy and a broken cache: $0.0584 vs $0.1412;
-* ``long_tail``      — tasks a91/a92/a93: $0.26, $0.21 and $9.93 (40 turns, step cap);
+* ``long_tail``      — tasks a91/a92/a93: $0.26, $0.21 and $9.93 (40 turns, step cap, no cache breakpoint);
 * ``budget_warn``    — one call worth $0.82 against a $1.00 budget: a warn event;
 * ``retry_and_loop`` — a 429 retried after `retry-after` and a loop detector nudge then halt;
 * ``openai_style``   — an OpenAI-convention span whose prompt tokens include cached ones;
 * ``unpriced``       — a model no price source knows, flagged rather than free.
 
 Those are assembled span by span. ``sample_traces/harness/`` holds traces the
-real harness produced (``HARNESS_SAMPLES``): named scenarios run through
+real harness produced (``collector.demo.harness_samples``): named scenarios run through
 ``collector.harness.run_agent`` with scripted models, observed by
 ``collector.harness.telemetry.OTelObserver`` and encoded exactly as the in-process
 exporter would. They tell the seeds' stories: the PTO happy path with parallel
@@ -30,25 +30,25 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collector.demo.prompts import SUPPORT_SYSTEM
 from collector.otlp import encode_json
 from ledger import conventions as c
 from ledger.spans import SpanEvent, SpanRecord
 
 __all__ = [
-    "HARNESS_FOLDER",
-    "HARNESS_SAMPLES",
+    "MS",
     "SCENARIOS",
-    "HarnessSample",
+    "T0",
     "Trace",
     "budget_warn",
     "build",
-    "build_harness",
     "cache_pair",
     "five_turn_run",
+    "hex_id",
     "long_tail",
     "openai_style",
     "retry_and_loop",
@@ -68,7 +68,8 @@ TOOLS = [
 ]  # fmt: skip
 
 
-def _hex(seed: str, n: int) -> str:
+def hex_id(seed: str, n: int) -> str:
+    """``n`` hex digits fixed by ``seed``: the samples' ids are the same on every machine."""
     return hashlib.sha256(seed.encode()).hexdigest()[:n]
 
 
@@ -86,13 +87,13 @@ class Trace:
     _n: int = 0
 
     def __post_init__(self) -> None:
-        self.trace_id = _hex(f"trace:{self.key}", 32)
-        self.root_id = _hex(f"span:{self.key}:root", 16)
+        self.trace_id = hex_id(f"trace:{self.key}", 32)
+        self.root_id = hex_id(f"span:{self.key}:root", 16)
         self.clock = self.start + MS
 
     def _id(self) -> str:
         self._n += 1
-        return _hex(f"span:{self.key}:{self._n}", 16)
+        return hex_id(f"span:{self.key}:{self._n}", 16)
 
     def child(self, name: str, duration_ms: float, attrs: dict[str, Any], *, status: str = "UNSET",
               events: tuple[SpanEvent, ...] = (), at: int | None = None) -> SpanRecord:  # fmt: skip
@@ -116,7 +117,7 @@ class Trace:
         attrs: dict[str, Any] = {
             c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic", c.REQUEST_MODEL: model,
             c.RESPONSE_MODEL: model, c.CALL_SITE: label, c.ATTEMPT: attempt,
-            c.CALL_ID: call or _hex(f"call:{self.key}:{self._n}", 16),
+            c.CALL_ID: call or hex_id(f"call:{self.key}:{self._n}", 16),
             # Current GenAI conventions: input_tokens INCLUDES cache reads and writes.
             c.INPUT_TOKENS: uncached + write + read, c.OUTPUT_TOKENS: out,
             c.CACHE_CREATION_INPUT_TOKENS: write, c.CACHE_READ_INPUT_TOKENS: read,
@@ -227,11 +228,16 @@ def five_turn_run() -> list[SpanRecord]:
 
 
 def cache_pair() -> list[SpanRecord]:
-    """Seed 000 exercise 7: the same call, cache healthy vs broken (the 18,400 tokens MOVE)."""
+    """Seed 000 exercise 7: the same call, cache healthy vs broken (the 18,400 tokens MOVE).
+
+    The broken run's deployment puts the time at the top of its system prompt (its payload shows it)."""
+    ask = [{"role": "user", "content": "Audit this month's invoices against the contract terms."}]
     healthy = Trace("cache-healthy", agent="cache-audit")
-    healthy.chat("claude-opus-5", (210, 6_100, 18_400, 400), finish="end_turn")
+    talk = _Conversation("claude-opus-5", SYSTEM, TOOLS, ask, cache=True)
+    healthy.chat("claude-opus-5", (210, 6_100, 18_400, 400), payload=talk.payload(), finish="end_turn")
     broken = Trace("cache-broken", agent="cache-audit", start=T0 + 60_000 * MS)
-    broken.chat("claude-opus-5", (210 + 18_400, 6_100, 0, 400), finish="end_turn")
+    talk = _Conversation("claude-opus-5", f"Current time: 2026-09-21T14:14:20Z. {SYSTEM}", TOOLS, ask, cache=True)
+    broken.chat("claude-opus-5", (210 + 18_400, 6_100, 0, 400), payload=talk.payload(), finish="end_turn")
     return healthy.finish("completed") + broken.finish("completed")
 
 
@@ -243,17 +249,62 @@ def _split(total: int, parts: int) -> list[int]:
     return shares
 
 
+_SHIPPING_TOOL = {
+    "name": "get_shipping_status",
+    "description": "Tracking status of a parcel by its tracking number.",
+    "input_schema": {"type": "object", "properties": {"tracking": {"type": "string"}}, "required": ["tracking"]},
+}
+
+
+@dataclass
+class _Conversation:
+    """The requests of one run's model calls, as captured: each re-sends the whole history."""
+
+    model: str
+    system: str
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    cache: bool = False  # False: the deployment sets no cache_control (nothing can be cached)
+    max_tokens: int = 4096
+
+    def payload(self) -> dict[str, Any]:
+        system: Any = [{"type": "text", "text": self.system, "cache_control": {"type": "ephemeral"}}]
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
+                                "system": system if self.cache else self.system, "tools": self.tools,
+                                "messages": [dict(m) for m in self.messages]}  # fmt: skip
+        if self.cache:
+            body["cache_control"] = {"type": "ephemeral"}
+        return body
+
+    def turn(self, assistant: list[dict[str, Any]], user: list[dict[str, Any]] | None) -> None:
+        self.messages.append({"role": "assistant", "content": assistant})
+        if user is not None:
+            self.messages.append({"role": "user", "content": user})
+
+
 def long_tail() -> list[SpanRecord]:
-    """Seed 000 exercise 3: a91 and a92 are ordinary; a93 ran 40 turns into the step cap."""
+    """Seed 000 exercise 3: a91 and a92 are ordinary; a93 ran 40 turns into the step cap.
+
+    The triage deployment sets no cache breakpoint: every turn re-sends the whole history at the
+    full input price, which is why a93 costs what it does (its payloads say so)."""
     spans: list[SpanRecord] = []
     for n, (key, turns, tokens_in, tokens_out) in enumerate(
         [("a91", 6, 41_200, 2_100), ("a92", 5, 33_800, 1_800), ("a93", 40, 1_904_000, 16_400)]
     ):
         t = Trace(key, agent="ticket-triage", tenant="globex", start=T0 + n * 3_600_000 * MS)
+        ask = f"Ticket {key.upper()}: parcel 12345 has not arrived, the customer wants to know where it is."
+        talk = _Conversation("claude-opus-5", SUPPORT_SYSTEM, [_SHIPPING_TOOL], [{"role": "user", "content": ask}])
         for i, (inp, out) in enumerate(zip(_split(tokens_in, turns), _split(tokens_out, turns), strict=True)):
-            t.chat("claude-opus-5", (inp, 0, 0, out), finish="end_turn" if i == turns - 1 else "tool_use")
-            if i < turns - 1:
-                t.tool("get_shipping_status", {"tracking": "12345"}, "No shipment found for 12345.", soft_failure=True)
+            last = i == turns - 1
+            t.chat("claude-opus-5", (inp, 0, 0, out), payload=talk.payload(), finish="end_turn" if last else "tool_use")
+            if last:
+                break
+            use_id = f"toolu_{key}_{i:02d}"
+            t.tool("get_shipping_status", {"tracking": "12345"}, "No shipment found for 12345.", soft_failure=True)
+            talk.turn(
+                [_use(use_id, "get_shipping_status", {"tracking": "12345"})],
+                [_result(use_id, "No shipment found for 12345.")],
+            )
         if key == "a93":
             spans += t.finish("max_steps", detail="hit max_steps=40", status="ERROR", error_type="max_steps")
         else:
@@ -261,10 +312,18 @@ def long_tail() -> list[SpanRecord]:
     return spans
 
 
+_REPORT_SYSTEM = (
+    "You write the monthly cost report for the finance team: spend by team and model, the five most "
+    "expensive runs with their cause, and one recommendation. Figures come only from the notes given."
+)
+
+
 def budget_warn() -> list[SpanRecord]:
     """Seed 000 exercise 3: one call of .65 + .025 + .125 + .02 = $0.82 against $1.00."""
     t = Trace("budget-warn", agent="report-writer", tenant="initech")
-    t.chat("claude-opus-5", (130_000, 20_000, 40_000, 1_000), finish="end_turn")
+    notes = "Notes for September: " + "; ".join(f"team {k}: {1_000 + 137 * k} USD on claude-opus-5" for k in range(40))
+    talk = _Conversation("claude-opus-5", _REPORT_SYSTEM, [], [{"role": "user", "content": notes}], cache=True)
+    t.chat("claude-opus-5", (130_000, 20_000, 40_000, 1_000), payload=talk.payload(), finish="end_turn")
     warn = t.event(c.EVENT_BUDGET_WARN, spent_usd=0.82, limit_usd=1.0, fraction=0.82)
     return t.finish("completed", events=(warn,))
 
@@ -272,19 +331,23 @@ def budget_warn() -> list[SpanRecord]:
 def retry_and_loop() -> list[SpanRecord]:
     """A 429 honoured with retry-after: 7, then a loop detector nudge and halt."""
     t = Trace("retry-and-loop", agent="support-agent", tenant="acme")
-    call = _hex("call:retry-and-loop:first", 16)
-    t.chat("claude-sonnet-5", (0, 0, 0, 0), call=call, error="429")
+    call = hex_id("call:retry-and-loop:first", 16)
+    ask = [{"role": "user", "content": "Why do my API calls get rate limited?"}]
+    talk = _Conversation("claude-sonnet-5", SYSTEM, TOOLS, ask)
+    t.chat("claude-sonnet-5", (0, 0, 0, 0), call=call, error="429", payload=talk.payload())
     t.clock += 7_000 * MS
-    t.chat("claude-sonnet-5", (1_200, 0, 0, 90), call=call, attempt=2, cause="429")
+    t.chat("claude-sonnet-5", (1_200, 0, 0, 90), call=call, attempt=2, cause="429", payload=talk.payload())
     retry = SpanEvent(c.EVENT_RETRY, t.clock, {"cause": "429", "wait_s": 7.0, "attempt": 2})
     for i in range(5):
-        t.chat("claude-sonnet-5", (1_300 + 150 * i, 0, 0, 60))
+        t.chat("claude-sonnet-5", (1_300 + 150 * i, 0, 0, 60), payload=talk.payload())
         ev: tuple[SpanEvent, ...] = ()
         if i == 3:
             ev = (t.event(c.EVENT_LOOP_TRIP, shape="repeat", action="nudge", tool="search_docs"),)
         if i == 4:
             ev = (t.event(c.EVENT_LOOP_TRIP, shape="repeat", action="halt", tool="search_docs"),)
         t.tool("search_docs", {"q": "rate limit"}, "0 results", soft_failure=True, events=ev)
+        use_id = f"toolu_rl_{i}"
+        talk.turn([_use(use_id, "search_docs", {"q": "rate limit"})], [_result(use_id, "0 results")])
     return t.finish("loop_detected", detail="search_docs repeated after a nudge", events=(retry,))
 
 
@@ -305,7 +368,9 @@ def openai_style() -> list[SpanRecord]:
 
 def unpriced() -> list[SpanRecord]:
     t = Trace("unpriced", agent="experiment", tenant="acme")
-    t.chat("mystery-model-1", (5_000, 0, 0, 500), finish="end_turn")
+    ask = [{"role": "user", "content": "Classify these 200 support tickets by product area."}]
+    talk = _Conversation("mystery-model-1", SYSTEM, [], ask)
+    t.chat("mystery-model-1", (5_000, 0, 0, 500), payload=talk.payload(), finish="end_turn")
     t.spans[-1].attributes[c.PROVIDER_NAME] = "someprovider"
     return t.finish("completed")
 
@@ -320,130 +385,6 @@ def build(name: str) -> list[SpanRecord]:
     return SCENARIOS[name]()
 
 
-# --- produced by the harness ---------------------------------------------------------------
-HARNESS_FOLDER = "harness"
-HARNESS_T0 = T0 + 86_400_000 * MS  # a day after the assembled samples
-_BUDGET_MODEL = "claude-opus-5"  # the scripted model's token estimate includes the model name: keep the seed's
-
-
-@dataclass(frozen=True)
-class HarnessSample:
-    """One harness run: a scenario of ``collector.demo.scenarios`` (or ``research``) and its setting."""
-
-    scenario: str
-    story: str
-    model: str = "claude-sonnet-5"
-    tenant: str = "initech"
-    faults: dict[int, tuple[tuple[int | None, float | None], ...]] = field(default_factory=dict)
-    pages: int = 0
-    fanout: int = 1
-
-
-HARNESS_SAMPLES: dict[str, HarnessSample] = {
-    "pto_happy_path": HarnessSample(
-        "happy", "Two look-ups requested in one turn run concurrently; one user message answers both."
-    ),
-    "looping_search": HarnessSample(
-        "looping", "The same search again and again: nudged on the 4th call, halted on the 5th."
-    ),
-    "config_cycle": HarnessSample(
-        "cycle", "Read, write back the same content, read: the world never changes (cycle).", tenant="acme"
-    ),
-    "stalled_tests": HarnessSample(
-        "stall", "A new edit every turn, the failing count never moves (stall).", tenant="acme"
-    ),
-    "budget_burner": HarnessSample(
-        "budget_burner",
-        "An ever-longer history: the 11th call takes the run to 12,990 tokens against a 12,000 budget.",
-        model=_BUDGET_MODEL,
-    ),
-    "recovering_date_error": HarnessSample(
-        "recovering", "A bad date, an actionable is_error result, a corrected call, an answer."
-    ),
-    "refund_handoff": HarnessSample("handoff", "A refund needs a finance approver: handed to a person."),
-    "refusal": HarnessSample("refusal", "The model declines.", model="claude-haiku-4-5"),
-    "max_tokens_cutoff": HarnessSample(
-        "max_tokens", "A tool call cut off mid-argument by max_tokens is never run.", model="claude-haiku-4-5"
-    ),
-    "cache_break": HarnessSample("cache_break", "The provider's cache is gone on the third call: a full re-write."),
-    "shipping_soft_failure": HarnessSample(
-        "soft_failure",
-        "Every shipping lookup runs fine and finds nothing (a soft failure) until the step cap.",
-        tenant="acme",
-    ),
-    "retry_storm": HarnessSample(
-        "happy",
-        "A 429 with retry-after: 7 is waited out, then a 529 is retried with backoff: 4 attempts, 4 charges.",
-        faults={0: ((429, 7.0),), 1: ((529, None),)},
-    ),
-    "research_with_summarizer": HarnessSample(
-        "research",
-        "Each fetch_page tool call summarizes its page with a second model (call site 'summarizer').",
-        model="claude-opus-5",
-        tenant="acme",
-        pages=3,
-    ),
-}
-
-
-def _renumber(spans: list[SpanRecord], key: str) -> list[SpanRecord]:
-    """Ids fixed by time order, so parallel tool spans (created in thread order) get the same ids every time."""
-
-    def order(s: SpanRecord) -> tuple[Any, ...]:
-        a = s.attributes
-        return (s.start_ns, s.end_ns, s.name, str(a.get(c.TOOL_CALL_ID, "")), str(a.get(c.CALL_ID, "")))
-
-    ordered = sorted(spans, key=order)
-    trace_id = _hex(f"trace:harness:{key}", 32)
-    ids = {s.span_id: _hex(f"span:harness:{key}:{i}", 16) for i, s in enumerate(ordered)}
-    return [
-        replace(s, trace_id=trace_id, span_id=ids[s.span_id], parent_span_id=ids.get(s.parent_span_id, ""))
-        for s in ordered
-    ]
-
-
-def build_harness(name: str) -> list[SpanRecord]:
-    """Run harness sample ``name`` and return its spans as the ledger would receive them."""
-    # Imported here: the assembled samples must not need the harness or the SDK.
-    from collector.demo.simulate import AGENTS, HR_AGENT, RunPlan, execute
-    from collector.harness.telemetry import (
-        InMemorySpanExporter,
-        OTelObserver,
-        build_resource,
-        span_records,
-        tracer_provider,
-    )
-
-    try:
-        sample = HARNESS_SAMPLES[name]
-    except KeyError:
-        raise KeyError(f"unknown harness sample {name!r}; known: {sorted(HARNESS_SAMPLES)}") from None
-    index = list(HARNESS_SAMPLES).index(name)
-    agent, version, prompt = AGENTS.get(sample.scenario, HR_AGENT)
-    exporter = InMemorySpanExporter()
-    resource = build_resource(agent, version, "sample", detect=False)
-    provider = tracer_provider([exporter], resource=resource, batch=False)
-    plan = RunPlan(
-        index=index,
-        seed=2026,
-        tenant=sample.tenant,
-        tier="enterprise",
-        kind=sample.scenario,
-        model=sample.model,
-        start_ns=HARNESS_T0 + index * 3_600_000 * MS,
-        faults=dict(sample.faults),
-        pages=sample.pages,
-        fanout=sample.fanout,
-        prompt_version=prompt,
-    )
-    try:
-        execute(plan, OTelObserver(provider, capture="redacted"))
-        provider.force_flush()
-        return _renumber(span_records(exporter.get_finished_spans()), name)
-    finally:
-        provider.shutdown()
-
-
 def _write(path: Path, doc: dict[str, Any]) -> Path:
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
@@ -451,12 +392,14 @@ def _write(path: Path, doc: dict[str, Any]) -> Path:
 
 def write_samples(folder: Path | str) -> list[Path]:
     """Write every sample: the assembled ones to ``folder``, the harness's to ``folder/harness``."""
+    from collector.demo.harness_samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness  # runs the harness
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, scenario in SCENARIOS.items():
         doc = {
-            "_generated": f"by `turnledger samples` from collector/samples.py ({name}); do not edit",
+            "_generated": f"by `turnledger samples` from collector/demo/samples.py ({name}); do not edit",
             **encode_json(scenario()),
         }
         written.append(_write(folder / f"{name}.json", doc))
@@ -464,7 +407,7 @@ def write_samples(folder: Path | str) -> list[Path]:
     harness.mkdir(exist_ok=True)
     for name, sample in HARNESS_SAMPLES.items():
         doc = {
-            "_generated": f"by `turnledger samples` (collector/samples.py HARNESS_SAMPLES[{name!r}]: the harness "
+            "_generated": f"by `turnledger samples` (collector/demo/harness_samples.py HARNESS_SAMPLES[{name!r}]: the harness "
             f"running scenario {sample.scenario!r}); do not edit",
             "_story": sample.story,
             **encode_json(build_harness(name)),

@@ -2,9 +2,17 @@
 
 Each scenario is one of the seeds' stories (the PTO happy path, the looping
 search, the budget burner, the recovering date error, the refund hand-off,
-the shipping soft failure) or one loop shape, driven by a :class:`ScriptedLLM`
-policy. ``build(name)`` returns everything :func:`run_agent` needs, fresh, so
-simulations and sample traces can replay them; tests use them as fixtures.
+the shipping soft failure), one loop shape, or one prompt-cache story (a
+healthy multi-turn cache, a clock in the system prompt, a tool list reordered
+mid-run, a short prompt below the model's minimum), driven by a
+:class:`ScriptedLLM` policy. ``build(name)`` returns everything
+:func:`run_agent` needs, fresh, so simulations and sample traces can replay
+them; tests use them as fixtures.
+
+The deployments send production-sized prompts (``collector.demo.prompts``, ``collector.demo.hr_prompts``:
+a few thousand tokens of system prompt and tools), so their caches behave as
+real ones do. The budget burner keeps the seed lesson's short prompt and two
+tools (:data:`HR_SYSTEM`, :data:`HR_TOOLS`): its 12,990 tokens are a seed figure.
 """
 
 from __future__ import annotations
@@ -15,28 +23,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector.demo import hr_prompts, prompts
+from collector.demo.drift import DriftingClient, Rewrite, clock_in_system_prompt, tools_reordered
 from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM, result_text
+from collector.demo.worlds import ASSET, SHIPPING, FileWorld, SuiteWorld, typed_tool
 from collector.harness.config import AgentConfig
-from collector.harness.tools import HANDOFF_TOOL, Tool, ToolError, ToolResult
+from collector.harness.llm import LLM
+from collector.harness.tools import HANDOFF_TOOL, Tool, ToolError
 
 __all__ = [
+    "HR_DEPLOYMENT_TOOLS",
     "HR_SYSTEM",
     "HR_TOOLS",
     "KB_DOCS",
     "PTO_BALANCE",
     "SCENARIOS",
     "SEARCH_KB",
-    "SHIPPING",
     "Built",
-    "FileWorld",
     "Scenario",
-    "SuiteWorld",
     "budget_burner",
     "build",
     "cache_breaking",
     "cycling",
     "get_pto_balance",
-    "get_shipping_status",
     "handing_off",
     "happy",
     "looping",
@@ -44,11 +53,14 @@ __all__ = [
     "rambling",
     "recovering",
     "refusing",
+    "researching_policy",
     "search_kb",
     "soft_failing",
     "stalling",
+    "triaging",
 ]
 
+# The seed lesson's system prompt: short, as in the lesson (the budget burner's figures depend on it).
 HR_SYSTEM = (
     "You are the HR assistant for Initech. Answer questions about leave, expenses and IT policy "
     "using the tools; cite document ids like [hr-001]. Never guess a balance: look it up. "
@@ -113,91 +125,56 @@ def get_pto_balance(employee: str, as_of: str) -> str:
     return json.dumps({"employee": employee, "as_of": as_of, "days_left": PTO_BALANCES[employee]})
 
 
-def _tool(name: str, description: str, fn: Callable[..., Any], **properties: str) -> Tool:
-    """A tool whose arguments are all required and typed as given (``query="string"``)."""
-    schema = {
-        "type": "object",
-        "properties": {k: {"type": v} for k, v in properties.items()},
-        "required": list(properties),
-    }
-    return Tool({"name": name, "description": description, "input_schema": schema}, fn)
-
-
-SEARCH_KB = _tool(
+SEARCH_KB = typed_tool(
     "search_kb",
     "Search the company knowledge base (HR, finance, IT). Returns doc ids and text.",
     search_kb,
     query="string",
 )
-PTO_BALANCE = _tool(
+PTO_BALANCE = typed_tool(
     "get_pto_balance",
     "An employee's remaining PTO days on a date (employee: lowercase username; as_of: YYYY-MM-DD).",
     get_pto_balance,
     employee="string",
     as_of="string",
 )
-HR_TOOLS = (SEARCH_KB, PTO_BALANCE)
+HR_TOOLS = (SEARCH_KB, PTO_BALANCE)  # the seed lesson's two tools
+
+EXPENSE_LIMITS = {"berlin": (65, 210, "fin-003"), "london": (80, 290, "fin-003"), "new york": (95, 320, "fin-002")}
+BERLIN_HOLIDAYS = (("2026-01-01", "New Year's Day"), ("2026-10-03", "Day of German Unity"))
 
 
-# --- worlds with state, for the cycle and stall shapes -----------------------------------
-@dataclass
-class FileWorld:
-    """A config file an agent reads and rewrites without ever changing it."""
-
-    files: dict[str, str] = field(default_factory=lambda: {"config.yaml": "retries: 3\ntimeout_s: 30\n"})
-
-    def read_file(self, path: str) -> str:
-        if path not in self.files:
-            raise ToolError(f"No file {path!r}. Files: {sorted(self.files)}.")
-        return self.files[path]
-
-    def write_file(self, path: str, content: str) -> str:
-        self.files[path] = content
-        return "ok"
-
-    def snapshot(self) -> dict[str, str]:
-        return dict(self.files)
-
-    def tools(self) -> tuple[Tool, ...]:
-        return (
-            _tool("read_file", "Read a file.", self.read_file, path="string"),
-            _tool("write_file", "Overwrite a file.", self.write_file, path="string", content="string"),
-        )
+def _jsontyped_tool(definition: dict[str, Any], fn: Callable[..., Any]) -> Tool:
+    return Tool(definition, lambda **kw: json.dumps(fn(**kw)))
 
 
-@dataclass
-class SuiteWorld:
-    """A test suite whose failures no edit fixes: work happens, progress does not."""
-
-    edits: int = 0
-    failing: int = 3
-
-    def run_tests(self) -> str:
-        return f"{self.failing} failed, 12 passed"
-
-    def edit_file(self, path: str, patch: str) -> str:
-        self.edits += 1
-        return f"patched {path} ({len(patch)} chars)"
-
-    def snapshot(self) -> dict[str, int]:
-        return {"edits": self.edits}
-
-    def progress(self) -> float:
-        return float(15 - self.failing)
-
-    def tools(self) -> tuple[Tool, ...]:
-        return (
-            _tool("run_tests", "Run the test suite.", self.run_tests),
-            _tool("edit_file", "Apply a patch to a file.", self.edit_file, path="string", patch="string"),
-        )
+def _expense_limits(city: str, on: str) -> dict[str, Any]:
+    meals, lodging, doc = EXPENSE_LIMITS.get(city.lower(), (60, 180, "fin-001"))
+    return {"city": city, "on": on, "meals_usd": meals, "lodging_usd": lodging, "document": doc}
 
 
-def get_shipping_status(order_id: str) -> ToolResult:
-    """Every lookup runs fine and finds nothing: a soft failure, not an error."""
-    return ToolResult(f"No tracking information found for order {order_id}.", soft_failure=True)
+def _policy_document(doc_id: str) -> dict[str, Any]:
+    for i, title, text in KB_DOCS:
+        if i == doc_id:
+            return {"id": i, "title": title, "text": text}
+    raise ToolError(f"No document {doc_id!r}. Known ids: {[d[0] for d in KB_DOCS]}.")
 
 
-SHIPPING = _tool("get_shipping_status", "Tracking status of an order.", get_shipping_status, order_id="string")
+def _holidays(year: int, office: str) -> dict[str, Any]:
+    days = [{"date": d, "name": n} for d, n in BERLIN_HOLIDAYS if d.startswith(str(year))] if office == "berlin" else []
+    return {"year": year, "office": office, "holidays": days}
+
+
+_DEFS = {d["name"]: d for d in hr_prompts.HR_TOOL_DEFS}
+# The production HR deployment: the lesson's two tools and the rest of its catalogue.
+HR_DEPLOYMENT_TOOLS = (
+    *HR_TOOLS,
+    _jsontyped_tool(_DEFS["list_holidays"], _holidays),
+    _jsontyped_tool(_DEFS["get_expense_limits"], _expense_limits),
+    _jsontyped_tool(_DEFS["get_policy_document"], _policy_document),
+    _jsontyped_tool(_DEFS["submit_leave_request"], lambda **kw: {"request_id": "LR-2041", "status": "pending", **kw}),
+    _jsontyped_tool(_DEFS["open_hr_ticket"], lambda **kw: {"ticket_id": "HR-7731", **kw}),
+)
 
 
 # --- policies: what the scripted model says -------------------------------------------------
@@ -282,6 +259,30 @@ def soft_failing(view: PolicyView) -> Reply:
     return Reply.use(("get_shipping_status", {"order_id": f"A-{1000 + view.call_index}"}))
 
 
+def researching_policy(view: PolicyView) -> Reply:
+    """Four look-ups, one per turn, then an answer: a multi-turn run whose prefix only grows."""
+    steps = (
+        ("search_kb", {"query": "travel meal limits"}),
+        ("get_expense_limits", {"city": "Berlin", "on": "2026-10-02"}),
+        ("get_policy_document", {"doc_id": "fin-001"}),
+        ("list_holidays", {"year": 2026, "office": "berlin"}),
+    )
+    done = len(view.tool_results())
+    if done < len(steps):
+        return Reply.use(steps[done], text="Checking the next source." if done else "")
+    return Reply.answer(
+        "Meals in Berlin are reimbursed up to $65 a day [fin-003]; submit receipts within 30 days [fin-001]. "
+        "2026-10-02 is a working day; 2026-10-03 is the Day of German Unity, a holiday in Berlin."
+    )
+
+
+def triaging(view: PolicyView) -> Reply:
+    """Look the asset up, then classify the ticket."""
+    if not view.tool_results():
+        return Reply.use(("lookup_asset", {"asset_tag": "LT-4471"}))
+    return Reply.answer("Category: hardware. Priority: urgent. Bob's laptop LT-4471 was stolen: wipe it now.")
+
+
 policies: dict[str, Callable[[PolicyView], Reply]] = {
     "happy": happy,
     "looping": looping,
@@ -294,19 +295,31 @@ policies: dict[str, Callable[[PolicyView], Reply]] = {
     "max_tokens": rambling,
     "cache_break": cache_breaking,
     "soft_failure": soft_failing,
+    "policy_research": researching_policy,
+    "clock_in_prompt": researching_policy,
+    "tools_reordered": researching_policy,
+    "triage": triaging,
 }
 
 
 # --- the registry -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Built:
-    """A fresh scenario: ``run_agent(built.llm, built.task, built.tools, **built.options)``."""
+    """A fresh scenario: ``run_agent(built.llm, built.task, built.tools, **built.options)``.
 
-    llm: ScriptedLLM
+    ``llm`` is what the harness calls (the scripted model, or a deployment wrapping it);
+    ``scripted`` is the scripted model itself."""
+
+    llm: LLM
     task: str
     tools: tuple[Tool, ...]
     options: dict[str, Any]
     expected_stop: str
+    scripted: ScriptedLLM
+
+
+# A deployment bug (``collector.demo.drift``), made for one run from the run's clock.
+Drift = Callable[[Callable[[], int]], Rewrite]
 
 
 @dataclass(frozen=True)
@@ -315,24 +328,40 @@ class Scenario:
     task: str
     expected_stop: str
     config: AgentConfig = field(default_factory=AgentConfig)
-    system: str = HR_SYSTEM
-    world: Callable[[], Any] | None = None  # a FileWorld/SuiteWorld factory
+    system: str = hr_prompts.HR_HANDBOOK
+    tools: tuple[Tool, ...] = HR_DEPLOYMENT_TOOLS
+    world: Callable[[], Any] | None = None  # a FileWorld/SuiteWorld factory; its tools replace ``tools``
+    drift: Drift | None = None
 
 
+_RESEARCH_TASK = "What can I spend on meals in Berlin on 2026-10-02, and is the next day a holiday there?"
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
         Scenario("happy", "How many PTO days does alice have left, and what rolls over?", "completed"),
         Scenario("looping", "What's the PTO rollover rule?", "loop_detected"),
-        Scenario("cycle", "Make sure config.yaml has retries set to 3.", "loop_detected", world=FileWorld),
         Scenario(
-            "stall", "Make the failing tests pass.", "loop_detected", config=AgentConfig(max_steps=20), world=SuiteWorld
+            "cycle",
+            "Make sure config.yaml has retries set to 3.",
+            "loop_detected",
+            system=prompts.CODING_SYSTEM,
+            world=FileWorld,
+        ),
+        Scenario(
+            "stall",
+            "Make the failing tests pass.",
+            "loop_detected",
+            config=AgentConfig(max_steps=20),
+            system=prompts.CODING_SYSTEM,
+            world=SuiteWorld,
         ),
         Scenario(
             "budget_burner",
             "Tell me everything about PTO.",
             "budget_exceeded",
             config=AgentConfig(max_steps=50, max_total_tokens=12_000),
+            system=HR_SYSTEM,
+            tools=HR_TOOLS,
         ),
         Scenario("recovering", "How many PTO days will bob have on Oct 2?", "completed"),
         Scenario("handoff", "Please refund my $900 conference ticket.", "handoff"),
@@ -344,26 +373,45 @@ SCENARIOS: dict[str, Scenario] = {
             "Where is my order?",
             "max_steps",
             config=AgentConfig(max_steps=6),
-            system="You are a support agent. Track orders with the tools.",
+            system=prompts.SUPPORT_SYSTEM,
+            tools=(SHIPPING,),
+        ),
+        Scenario("policy_research", _RESEARCH_TASK, "completed"),
+        Scenario("clock_in_prompt", _RESEARCH_TASK, "completed", drift=clock_in_system_prompt),
+        Scenario("tools_reordered", _RESEARCH_TASK, "completed", drift=lambda _clock: tools_reordered(from_turn=2)),
+        Scenario(
+            "triage",
+            "Ticket: my laptop LT-4471 was stolen from the car.",
+            "completed",
+            system=prompts.TRIAGE_SYSTEM,
+            tools=(ASSET,),
         ),
     )
 }
 
 
-def build(name: str, *, model: str | None = None, **llm_options: Any) -> Built:
-    """A fresh instance of scenario ``name`` (fresh world, fresh scripted model)."""
+def _counting_clock() -> Callable[[], int]:
+    """A clock for a run without one: a fixed start, a few seconds a reading (deterministic)."""
+    now = [1_790_000_000_000_000_000]
+
+    def clock_ns() -> int:
+        now[0] += 3_000_000_000
+        return now[0]
+
+    return clock_ns
+
+
+def build(
+    name: str, *, model: str | None = None, clock_ns: Callable[[], int] | None = None, **llm_options: Any
+) -> Built:
+    """A fresh instance of scenario ``name`` (fresh world, fresh scripted model); ``clock_ns`` is the
+    run's clock, which a deployment bug may read (the time in its system prompt)."""
     try:
         scenario = SCENARIOS[name]
     except KeyError:
         raise KeyError(f"unknown scenario {name!r}; known: {sorted(SCENARIOS)}") from None
     world = scenario.world() if scenario.world else None
-    tools: tuple[Tool, ...]
-    if world is not None:
-        tools = world.tools()
-    elif name == "soft_failure":
-        tools = (SHIPPING,)
-    else:
-        tools = HR_TOOLS
+    tools: tuple[Tool, ...] = world.tools() if world is not None else scenario.tools
     options: dict[str, Any] = {"system": scenario.system, "config": scenario.config}
     if world is not None:
         options["snapshot"] = world.snapshot
@@ -371,5 +419,8 @@ def build(name: str, *, model: str | None = None, **llm_options: Any) -> Built:
             options["progress"] = world.progress
     if model is not None:
         llm_options["model"] = model
-    llm = ScriptedLLM(policies[name], **llm_options)
-    return Built(llm, scenario.task, tools, options, scenario.expected_stop)
+    scripted = ScriptedLLM(policies[name], **llm_options)
+    llm: LLM = scripted
+    if scenario.drift is not None:
+        llm = DriftingClient(scripted, scenario.drift(clock_ns or _counting_clock()))
+    return Built(llm, scenario.task, tools, options, scenario.expected_stop, scripted)

@@ -8,10 +8,12 @@ history, and a prompt-cache model reproduces the API's write-then-read behaviour
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,6 +27,7 @@ from collector.harness.llm import (
     build_request,
     plain_json,
 )
+from ledger.pricing import PriceBook
 
 __all__ = [
     "Policy",
@@ -32,6 +35,7 @@ __all__ = [
     "PromptCacheModel",
     "Reply",
     "ScriptedLLM",
+    "cache_minimum",
     "estimate_tokens",
     "result_text",
 ]
@@ -87,6 +91,19 @@ def _segments(request: Mapping[str, Any]) -> tuple[list[Any], list[int]]:
     return blocks, sorted(set(marks))
 
 
+@functools.cache
+def _shipped_price_book() -> PriceBook:
+    # The shipped book only, never a user's price file: demo data must not depend on the machine.
+    return PriceBook.default()
+
+
+def cache_minimum(model: str) -> int:
+    """The shortest prefix ``model`` caches, from the price book's ``[cache_minimum]`` table,
+    the same figure the ledger's cache diagnosis reads; 0 (cache any length) for a model it
+    does not list."""
+    return _shipped_price_book().cache_minimum(model) or 0
+
+
 class PromptCacheModel:
     """What a provider's prompt cache bills for a request, block by block.
 
@@ -99,7 +116,7 @@ class PromptCacheModel:
     Prefixes shorter than ``min_tokens`` are never cached, as on the real API.
     """
 
-    def __init__(self, min_tokens: int = 1024) -> None:
+    def __init__(self, min_tokens: int) -> None:
         self.min_tokens = min_tokens
         self._entries: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -109,9 +126,9 @@ class PromptCacheModel:
         with self._lock:
             self._entries.clear()
 
-    def usage(self, request: Mapping[str, Any]) -> tuple[int, int, int]:
-        """``(uncached_input, cache_write, cache_read)`` for ``request``; records the writes."""
-        blocks, marks = _segments(request)
+    @staticmethod
+    def _prefixes(blocks: list[Any]) -> tuple[list[str], list[int]]:
+        """Each block's prefix key (a rolling hash) and the tokens up to and including it."""
         keys: list[str] = []
         cumulative: list[int] = []
         digest, running = hashlib.sha256(), 0
@@ -120,7 +137,23 @@ class PromptCacheModel:
             keys.append(digest.copy().hexdigest())
             running += estimate_tokens(block)
             cumulative.append(running)
-        total = running
+        return keys, cumulative
+
+    def warm(self, request: Mapping[str, Any]) -> None:
+        """Cache ``request``'s tools and system prompt, as an earlier run of the same deployment
+        did minutes ago (a provider's cache is shared by every request of an organization)."""
+        blocks, marks = _segments(request)
+        keys, cumulative = self._prefixes(blocks)
+        with self._lock:
+            for m in marks:
+                if blocks[m][0] in ("tool", "system") and cumulative[m] >= self.min_tokens:
+                    self._entries[keys[m]] = cumulative[m]
+
+    def usage(self, request: Mapping[str, Any]) -> tuple[int, int, int]:
+        """``(uncached_input, cache_write, cache_read)`` for ``request``; records the writes."""
+        blocks, marks = _segments(request)
+        keys, cumulative = self._prefixes(blocks)
+        total = cumulative[-1] if cumulative else 0
         with self._lock:
             hit = next((i for i in range(len(keys) - 1, -1, -1) if keys[i] in self._entries), -1)
             read = cumulative[hit] if hit >= 0 else 0
@@ -239,6 +272,9 @@ class ScriptedLLM(CompleteBySending):
     ``faults`` scripts infrastructure failures: ``{2: [ProviderError(429, retry_after=7)]}``
     makes the third logical call fail once with a 429 before it succeeds. Each
     failure is consumed by one attempt, exactly like a flaky server.
+    ``min_cacheable_tokens`` defaults to the model's minimum in the price book.
+    ``warm_cache`` starts with the first request's tools and system prompt already
+    cached (another run of the deployment wrote them within the cache's lifetime).
     """
 
     def __init__(
@@ -247,23 +283,37 @@ class ScriptedLLM(CompleteBySending):
         *,
         model: str = DEFAULT_MODEL,
         cache: bool = True,
-        min_cacheable_tokens: int = 1024,
+        min_cacheable_tokens: int | None = None,
         faults: Mapping[int, Iterable[BaseException]] | None = None,
         id_prefix: str = "toolu_",
+        warm_cache: bool = False,
     ) -> None:
         self.model = model
         self.policy = policy
         self.cache = cache
-        self.prompt_cache = PromptCacheModel(min_cacheable_tokens)
+        minimum = cache_minimum(model) if min_cacheable_tokens is None else min_cacheable_tokens
+        self.prompt_cache = PromptCacheModel(minimum)
         self._faults = {k: list(v) for k, v in (faults or {}).items()}
         self._id_prefix = id_prefix
+        self._warm = warm_cache
         self._calls = 0  # successful calls so far: the index faults are keyed by
+        self._answered: Counter[str] = Counter()  # replies so far to each distinct request
         self._tool_ids = 0
         self._lock = threading.Lock()
 
     @property
     def calls(self) -> int:
         return self._calls
+
+    def _response_id(self, request: Mapping[str, Any]) -> str:
+        """Deterministic, and distinct for distinct requests, as the API's ids are unique: the ledger
+        charges one billed call per response id. Numbered per distinct request, not per call, so
+        calls made at once from several threads (a tool's summaries) get the same ids every time."""
+        digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        with self._lock:
+            seen = self._answered[digest]
+            self._answered[digest] += 1
+        return f"msg_scripted_{seen:04d}_{digest}"
 
     def build_request(
         self,
@@ -299,6 +349,9 @@ class ScriptedLLM(CompleteBySending):
             content = _truncate(content, limit)
         if reply.evict_cache:
             self.prompt_cache.clear()
+        if self._warm:
+            self._warm = False
+            self.prompt_cache.warm(request)
         uncached, write, read = self.prompt_cache.usage(request)
         text = "".join(b["text"] for b in content if b["type"] == "text")
         tool_calls = tuple(ToolCall(b["id"], b["name"], b["input"]) for b in content if b["type"] == "tool_use")
@@ -310,15 +363,8 @@ class ScriptedLLM(CompleteBySending):
             usage=Usage(uncached, output, write, read),
             model=self.model,
             request=dict(request),
-            response_id=_response_id(request, index),
+            response_id=self._response_id(request),
         )
-
-
-def _response_id(request: Mapping[str, Any], index: int) -> str:
-    """Deterministic, and distinct for distinct requests, as the API's ids are unique: the
-    ledger charges one billed call per response id, so two runs' first replies must not share one."""
-    digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return f"msg_scripted_{index:04d}_{digest}"
 
 
 def _content(text: str, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:

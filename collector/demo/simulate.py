@@ -10,17 +10,23 @@
   max_tokens cut-offs, budget burners), loops of all three shapes (repeat,
   cycle, stall), research runs whose page count has a long tail and whose
   tools call a summarizer model through ``accounted`` (a second call site);
-* cache trouble: evicted caches mid-run, and one tenant whose deployment never
-  sets ``cache_control`` (hit rate 0);
+* prompt caching as production sees it: prompts of a few thousand tokens
+  (``collector.demo.prompts``), so multi-turn runs read most of their input back
+  from the cache; and cache trouble: evicted caches mid-run, a deployment with
+  the time in its system prompt, another that reorders its tools mid-run, short
+  prompts below a model's minimum, and one tenant whose deployment never sets
+  ``cache_control`` (hit rate 0);
 * 429/529 retry storms clustered in time (retry-after honoured, exponential
   backoff with jitter), a few of them exhausting the retries.
 
 Nothing sleeps for real: each run has a :class:`VirtualClock`; model latency,
 tool latency and retry waits advance it, so a run's spans carry realistic
-durations while a thousand runs take seconds. Runs are spread over the last
-``days`` days. Everything a run does is a function of ``(seed, run index)``, so
-the same seed gives the same workload with any number of workers; only trace
-ids (and the wall-clock anchor) are new each time.
+durations while a thousand runs take seconds. Runs start over a window that
+ends now (one day by default). Everything a run does is a function of
+``(seed, run index)``, its trace and span ids included (``collector.demo.run_ids``),
+so the same seed gives the same workload with any number of workers, and a
+seed played twice into one ledger is stored and charged once; only the
+wall-clock anchor moves.
 """
 
 from __future__ import annotations
@@ -34,11 +40,13 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
+from collector.demo.prompts import RESEARCH_SYSTEM
+from collector.demo.run_ids import ToolBranches, run_ids
 from collector.demo.scenarios import SCENARIOS, build
 from collector.demo.scripted_llm import PolicyView, Reply, ScriptedLLM
 from collector.demo.simulated_time import TimedLLM, VirtualClock, fraction, timed_tool
-from collector.harness import AgentConfig, AgentResult, Observer, Tool, accounted, run_agent
-from collector.harness.llm import LLMResponse, ProviderError
+from collector.harness import AgentConfig, AgentResult, FanOut, Observer, Tool, accounted, run_agent
+from collector.harness.llm import LLM, LLMResponse, ProviderError
 
 __all__ = [
     "MODELS",
@@ -65,7 +73,7 @@ TENANTS = (
 MIX = {
     "happy": 22,
     "recovering": 8,
-    "cache_break": 6,
+    "cache_break": 3,
     "research": 14,
     "handoff": 8,
     "soft_failure": 6,
@@ -75,6 +83,10 @@ MIX = {
     "stall": 3,
     "refusal": 3,
     "max_tokens": 3,
+    "policy_research": 18,
+    "clock_in_prompt": 2,
+    "tools_reordered": 2,
+    "triage": 3,
 }
 # Which agent runs which task: (agent name, version, prompt version).
 AGENTS = {
@@ -82,6 +94,7 @@ AGENTS = {
     "stall": ("coding-agent", "1.1.0", "code-v3"),
     "soft_failure": ("support-agent", "1.4.0", "support-v7"),
     "research": ("research-agent", "0.9.0", "research-v2"),
+    "triage": ("it-triage", "0.4.0", "triage-v2"),
 }
 HR_AGENT = ("hr-assistant", "2.3.0", "hr-v14")
 TOOL_SCHEMA_VERSION = "tools-2026-09"
@@ -95,10 +108,6 @@ def _output_speed(model: str) -> float:
 
 
 # --- research: the long tail and a second call site ----------------------------------------
-RESEARCH_SYSTEM = (
-    "You are a research assistant. Fetch the pages you need with fetch_page (each result is a summary "
-    "of the page), then answer with citations. Prefer fewer, better sources."
-)
 SUMMARY_SYSTEM = "Summarize the page in three sentences for a research assistant. Keep figures and dates."
 _FETCH_DEF = {
     "name": "fetch_page",
@@ -174,6 +183,7 @@ class RunPlan:
     fanout: int = 1
     cache: bool = True
     prompt_version: str = ""
+    warm_cache: bool = False  # the deployment's stable prefix is still cached from an earlier run
 
 
 def _pick(rng: random.Random, weighted: Mapping[str, float]) -> str:
@@ -182,7 +192,7 @@ def _pick(rng: random.Random, weighted: Mapping[str, float]) -> str:
 
 def _route(rng: random.Random, tier: str, kind: str) -> str:
     """The router: cheap tasks to haiku, hard ones up a tier, and the tier caps the model."""
-    if kind in ("handoff", "refusal"):
+    if kind in ("handoff", "refusal", "triage"):
         return HAIKU
     if tier == "enterprise":
         return OPUS if kind in ("research", "happy", "recovering", "cycle", "stall") or rng.random() < 0.3 else SONNET
@@ -242,6 +252,33 @@ def plan_run(seed: int, index: int, runs: int, start_ns: int, spread_ns: int) ->
     )
 
 
+CACHE_TTL_NS = 5 * 60 * 10**9  # the default prompt-cache lifetime, renewed by every read
+
+
+def _prefix_of(kind: str) -> tuple[Any, ...]:
+    """What a run of ``kind`` sends before its messages: tasks of one deployment share it."""
+    scenario = SCENARIOS.get(kind)
+    if scenario is None:  # research
+        return (RESEARCH_SYSTEM, kind)
+    return (scenario.system, scenario.world or tuple(t.name for t in scenario.tools))
+
+
+def _with_warm_caches(plans: list[RunPlan]) -> list[RunPlan]:
+    """Mark the runs that send the same tools and system prompt to the same model as a run started
+    shortly before: the provider (whose cache serves the whole organization) still holds them.
+    Decided from the plans alone, so it does not depend on which worker runs what when."""
+    last: dict[tuple[Any, ...], int] = {}
+    out = []
+    for plan in sorted(plans, key=lambda p: p.start_ns):
+        stable = plan.cache and (plan.kind not in SCENARIOS or SCENARIOS[plan.kind].drift is None)
+        key = (_prefix_of(plan.kind), plan.model, plan.prompt_version)
+        warm = stable and key in last and plan.start_ns - last[key] < CACHE_TTL_NS
+        if stable:
+            last[key] = plan.start_ns
+        out.append(replace(plan, warm_cache=warm))
+    return sorted(out, key=lambda p: p.index)
+
+
 def _errors(faults: Mapping[int, Sequence[tuple[int | None, float | None]]]) -> dict[int, list[BaseException]]:
     return {k: [ProviderError(status, retry_after=wait) for status, wait in v] for k, v in faults.items()}
 
@@ -254,11 +291,12 @@ def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
     options: dict[str, Any]
     if plan.kind == "research":
         topic = f"topic-{plan.index % 97}"
-        scripted = ScriptedLLM(
+        llm: LLM = ScriptedLLM(
             _research_policy(topic, plan.pages, plan.fanout),
             model=plan.model,
             cache=plan.cache,
             faults=_errors(plan.faults),
+            warm_cache=plan.warm_cache,
         )
         tools: tuple[Tool, ...] = research_tools(clock)
         big = plan.tier == "enterprise"
@@ -266,8 +304,15 @@ def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
         task = f"Research {topic}: what drives the cost of long agent runs?"
         options = {"system": RESEARCH_SYSTEM, "config": config}
     else:
-        built = build(plan.kind, model=plan.model, cache=plan.cache, faults=_errors(plan.faults))
-        scripted, task = built.llm, built.task
+        built = build(
+            plan.kind,
+            model=plan.model,
+            clock_ns=clock.clock_ns,
+            cache=plan.cache,
+            faults=_errors(plan.faults),
+            warm_cache=plan.warm_cache,
+        )
+        llm, task = built.llm, built.task
         tools = tuple(timed_tool(t, clock) for t in built.tools)
         options = dict(built.options)
         config = options.pop("config")
@@ -278,15 +323,16 @@ def execute(plan: RunPlan, observer: Observer | None = None) -> AgentResult:
         prompt_version=plan.prompt_version,
         tool_schema_version=TOOL_SCHEMA_VERSION,
     )
-    return run_agent(
-        TimedLLM(scripted, clock, per_output_token_s=_output_speed(scripted.model)),
-        task,
-        tools,
-        tenant=plan.tenant,
-        observer=observer,
-        runtime=clock.runtime(run_seed),
-        **options,
-    )
+    with run_ids(plan.seed, plan.index):  # the run's span ids, when the provider uses RunIds
+        return run_agent(
+            TimedLLM(llm, clock, per_output_token_s=_output_speed(llm.model)),
+            task,
+            tools,
+            tenant=plan.tenant,
+            observer=FanOut([ToolBranches(), observer]) if observer is not None else None,
+            runtime=clock.runtime(run_seed),
+            **options,
+        )
 
 
 # --- the whole workload ----------------------------------------------------------------------
@@ -302,6 +348,13 @@ class SimulationSummary:
     call_sites: Counter[str] = field(default_factory=Counter)
     tenants: Counter[str] = field(default_factory=Counter)
     cost_usd: Decimal = Decimal(0)  # the harness's estimate; the ledger re-prices
+    input_tokens: int = 0  # every prompt token of every attempt: uncached, cache writes and reads
+    cache_read_tokens: int = 0
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """cache_read / (uncached_in + cache_write + cache_read), over every attempt."""
+        return self.cache_read_tokens / self.input_tokens if self.input_tokens else 0.0
 
     @property
     def runs_per_s(self) -> float:
@@ -318,6 +371,8 @@ class SimulationSummary:
             self.retry_attempts += ch.attempt > 1
             self.models[ch.model] += 1
             self.call_sites[ch.call_site] += 1
+            self.input_tokens += ch.usage.prompt_tokens
+            self.cache_read_tokens += ch.usage.cache_read_input_tokens
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -332,6 +387,7 @@ class SimulationSummary:
             "call_sites": dict(self.call_sites.most_common()),
             "tenants": dict(self.tenants.most_common()),
             "cost_usd": str(self.cost_usd.quantize(Decimal("0.0001"))),
+            "cache_hit_rate": round(self.cache_hit_rate, 4),
         }
 
 
@@ -341,13 +397,13 @@ def simulate(
     seed: int = 0,
     observer: Observer | None = None,
     workers: int = 1,
-    days: float = 7.0,
+    days: float = 1.0,
     end_ns: int | None = None,
     on_progress: Callable[[int], Any] | None = None,
     checkpoint: Callable[[], Any] | None = None,
     checkpoint_every: int = 250,
 ) -> SimulationSummary:
-    """Play ``runs`` runs of the mix; runs start over the ``days`` before ``end_ns`` (default now).
+    """Play ``runs`` runs of the mix; runs start over the ``days`` before ``end_ns`` (default: now).
 
     ``on_progress(done)`` is called after each run; ``checkpoint()`` every
     ``checkpoint_every`` runs, on the calling thread (flush telemetry there:
@@ -359,7 +415,7 @@ def simulate(
         raise ValueError(f"workers must be >= 1, got {workers!r}")
     spread = int(days * 86_400e9)
     start = (end_ns or time.time_ns()) - spread
-    plans = [plan_run(seed, i, runs, start, spread) for i in range(runs)]
+    plans = _with_warm_caches([plan_run(seed, i, runs, start, spread) for i in range(runs)])
     summary = SimulationSummary()
     t0 = time.perf_counter()
 

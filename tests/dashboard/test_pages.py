@@ -354,7 +354,9 @@ def test_run_explorer_finds_runs_by_cost_and_stop_cause(app, sample_db):
     assert found["trace_id"].tolist() == ["b70f36bc38254433cfd5faee14c1b6a5"]
     assert metrics(at)["Agent turns"][0] == "40"
     assert "never used the prompt cache" in at.info[0].value
-    assert "recorded without its request payload" in at.info[-1].value
+    # The sample now carries its payloads (#14): each turn says why it was not cached.
+    assert not [i for i in at.info if "recorded without its request payload" in i.value]
+    assert set(table(at, "turn", "cache")["cache"]) == {"no breakpoint"}
 
 
 # --- 4. Guards ---------------------------------------------------------------------------------------

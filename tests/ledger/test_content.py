@@ -36,7 +36,7 @@ def test_context_is_reproduced_equal_as_json_value(ledger):
 
 
 def test_no_context_when_capture_was_off(ledger, load):
-    load("long_tail")
+    load("openai_style")  # the one sample span without a captured request
     span_id = ledger.execute("SELECT span_id, trace_id FROM charges LIMIT 1").fetchone()
     assert load_context(ledger, span_id[1], span_id[0]) is None
 

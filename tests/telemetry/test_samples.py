@@ -1,4 +1,4 @@
-"""Harness-produced sample traces: deterministic, committed up to date, telling the seeds' stories."""
+"""Sample traces: deterministic, committed up to date, telling the seeds' stories and the cache's."""
 
 from __future__ import annotations
 
@@ -9,11 +9,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from collector.demo.samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness
+from collector.demo.harness_samples import HARNESS_FOLDER, HARNESS_SAMPLES, build_harness
+from collector.demo.samples import SCENARIOS as ASSEMBLED
 from collector.otlp import decode_json, encode_json, read_file
 from ledger import conventions as c
 from ledger import queries as q
+from ledger.cache_diagnosis import BELOW_MINIMUM, BROKEN, CACHED, NO_BREAKPOINT, WRITTEN, CacheCheck, diagnose
+from ledger.content import load_context
 from ledger.ingest import ingest
+from ledger.pricing import PriceBook
 from ledger.store import open_ledger
 
 FOLDER = Path(__file__).resolve().parents[2] / "sample_traces" / HARNESS_FOLDER
@@ -51,9 +55,10 @@ def test_building_twice_gives_identical_traces(built: dict[str, list]) -> None:
 
 
 def test_the_samples_are_small(built: dict[str, list]) -> None:
+    # Production-sized prompts (a 4,000-token prefix, captured on every call) make a five-turn run ~115 KB.
     sizes = {p.name: p.stat().st_size for p in FOLDER.glob("*.json")}
     assert set(sizes) == {f"{n}.json" for n in HARNESS_SAMPLES}
-    assert sum(sizes.values()) < 1_000_000 and max(sizes.values()) < 200_000
+    assert sum(sizes.values()) < 2_000_000 and max(sizes.values()) < 200_000
 
 
 def test_budget_burner_stops_at_step_11_with_12990_tokens(ledger: duckdb.DuckDBPyConnection) -> None:
@@ -99,3 +104,79 @@ def test_the_other_stories(ledger: duckdb.DuckDBPyConnection, built: dict[str, l
 def test_every_turn_of_every_sample_has_its_context(ledger: duckdb.DuckDBPyConnection) -> None:
     missing = ledger.execute("SELECT count(*) FROM charges ch ANTI JOIN contexts USING (trace_id, span_id)").fetchone()
     assert missing == (0,)
+
+
+def _diagnosis(con: duckdb.DuckDBPyConnection, name: str) -> list[CacheCheck]:
+    """Each call's cache verdict, as the run explorer and `turnledger diff` compute it."""
+    trace_id = read_file(FOLDER / f"{name}.json")[0].trace_id
+    turns = q.records(con, q.run_turns(trace_id))
+    spans = {int(t["turn"]): str(t["span_id"]) for t in turns}
+    return diagnose(turns, lambda turn: load_context(con, trace_id, spans[turn]), PriceBook.default().cache_minimum)
+
+
+def _hit_rate(run: dict) -> float:
+    read = run["cache_read_tokens"]
+    return read / (run["uncached_input_tokens"] + run["cache_write_tokens"] + read)
+
+
+def test_the_healthy_cache_sample_reads_back_every_turn(ledger: duckdb.DuckDBPyConnection) -> None:
+    checks = _diagnosis(ledger, "healthy_cache")
+    assert [c.status for c in checks] == [WRITTEN] + [CACHED] * 4
+    assert _hit_rate(_run(ledger, "healthy_cache")) > 0.7  # the seeds' "healthy" band
+    assert [c.status for c in _diagnosis(ledger, "pto_happy_path")] == [WRITTEN, CACHED]
+
+
+def test_a_clock_in_the_system_prompt_breaks_every_turn_and_is_named(ledger: duckdb.DuckDBPyConnection) -> None:
+    checks = _diagnosis(ledger, "clock_in_system_prompt")
+    assert [c.status for c in checks] == [WRITTEN] + [BROKEN] * 4
+    assert all(c.note.startswith("broken by system[0].text: text differs from character") for c in checks[1:])
+    healthy, broken = _run(ledger, "healthy_cache"), _run(ledger, "clock_in_system_prompt")
+    assert _hit_rate(broken) == 0 and broken["usd_total"] > 2 * healthy["usd_total"]  # the break's cost
+
+
+def test_a_reordered_tool_list_breaks_once_at_the_first_tool(ledger: duckdb.DuckDBPyConnection) -> None:
+    checks = _diagnosis(ledger, "reordered_tools")
+    assert [c.status for c in checks] == [WRITTEN, CACHED, BROKEN, CACHED, CACHED]
+    assert checks[2].note.startswith("broken by tools[0].name: text differs from character 0")
+    healthy, reordered = _run(ledger, "healthy_cache"), _run(ledger, "reordered_tools")
+    assert healthy["usd_total"] < reordered["usd_total"] < _run(ledger, "clock_in_system_prompt")["usd_total"]
+
+
+def test_an_expired_cache_breaks_without_a_changed_prefix(ledger: duckdb.DuckDBPyConnection) -> None:
+    checks = _diagnosis(ledger, "cache_break")
+    assert [c.status for c in checks] == [WRITTEN, CACHED, BROKEN]
+    assert "broken by" not in checks[2].note and "cache expired" in checks[2].note
+
+
+def test_a_short_prompt_on_haiku_is_below_its_minimum(ledger: duckdb.DuckDBPyConnection) -> None:
+    checks = _diagnosis(ledger, "below_minimum")
+    assert [c.status for c in checks] == [BELOW_MINIMUM] * 2
+    assert all("claude-haiku-4-5 caches 4,096 or more" in c.note for c in checks)
+    run = _run(ledger, "below_minimum")  # a prompt claude-opus-5 would cache (its minimum is 512)
+    assert run["uncached_input_tokens"] / run["model_calls"] > PriceBook.default().cache_minimum("claude-opus-5")
+
+
+@pytest.fixture(scope="module")
+def assembled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = open_ledger(tmp_path_factory.mktemp("samples") / "assembled.duckdb")
+    for name in ASSEMBLED:
+        ingest(con, read_file(FOLDER.parent / f"{name}.json"))
+    yield con
+    con.close()
+
+
+def test_the_expensive_sample_runs_carry_their_payloads(assembled: duckdb.DuckDBPyConnection) -> None:
+    runs = q.records(assembled, q.long_tail(limit=6))
+    assert [round(float(r["usd_total"]), 2) for r in runs][:5] == [9.93, 0.82, 0.26, 0.21, 0.14]  # the seeds'
+    missing = assembled.execute(
+        "SELECT count(*) FROM charges ch ANTI JOIN contexts USING (trace_id, span_id) WHERE model <> 'gpt-4o'"
+    ).fetchone()
+    assert missing == (0,)  # every call of every run has its request (but the OpenAI-style span's)
+
+
+def test_the_long_tail_run_is_diagnosed_as_never_cached(assembled: duckdb.DuckDBPyConnection) -> None:
+    a93 = next(s for s in ASSEMBLED["long_tail"]() if s.attributes.get(c.CONVERSATION_ID) == "conv-a93").trace_id
+    turns = q.records(assembled, q.run_turns(a93))
+    spans = {int(t["turn"]): str(t["span_id"]) for t in turns}
+    checks = diagnose(turns, lambda n: load_context(assembled, a93, spans[n]), PriceBook.default().cache_minimum)
+    assert len(checks) == 40 and {c.status for c in checks} == {NO_BREAKPOINT}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -90,14 +91,17 @@ def test_simulate_command_writes_the_ledger(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_simulate_command_sends_to_a_running_collector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    server = CollectorServer(ServerConfig(port=0, db=tmp_path / "served.duckdb")).start()
-    try:
-        assert main(["simulate", "--runs", "12", "--seed", "2", "--endpoint", server.url, "--quiet"]) == 0
-    finally:
-        server.stop()
-    assert f"sent to {server.url}/v1/traces" in capsys.readouterr().out
-    with open_ledger(tmp_path / "served.duckdb", read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM runs").fetchone() == (12,)
+    db = tmp_path / "served.duckdb"
+    totals = []
+    for _ in range(2):  # the same seed twice, through the collector: stored and charged once
+        server = CollectorServer(ServerConfig(port=0, db=db)).start()
+        try:
+            assert main(["simulate", "--runs", "12", "--seed", "2", "--endpoint", server.url, "--quiet"]) == 0
+        finally:
+            server.stop()
+        assert f"sent to {server.url}/v1/traces" in capsys.readouterr().out
+        totals.append(_totals(db))
+    assert totals[0] == totals[1] and totals[0][2] == 12
 
 
 def test_simulate_command_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,3 +129,87 @@ def test_simulate_summary_is_json_ready() -> None:
     with redirect_stdout(out):
         print(json.dumps(s.to_dict()))
     assert json.loads(out.getvalue())["runs"] == 5
+
+
+def _totals(db: Path) -> tuple:
+    with open_ledger(db, read_only=True) as con:
+        return con.execute(
+            "SELECT (SELECT count(*) FROM spans), (SELECT count(*) FROM charges), (SELECT count(*) FROM runs), "
+            "(SELECT sum(usd_total) FROM runs)"
+        ).fetchone()
+
+
+def test_the_same_seed_twice_is_charged_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "sim.duckdb"
+    args = ["simulate", "--runs", "25", "--seed", "4", "--db", str(db), "--quiet", "--workers", "2"]
+    assert main(args) == 0
+    first = _totals(db)
+    capsys.readouterr()
+    assert main(args) == 0  # the same trace and span ids: every span is already stored, every call charged
+    assert _totals(db) == first and first[2] == 25
+    out = capsys.readouterr().out
+    assert "wrote 0 spans and 0 charges" in out and "nothing new: seed 4 was already played" in out
+    assert main([*args[:4], "5", *args[5:]]) == 0  # another seed: new runs
+    assert _totals(db)[2] == 50
+
+
+def _span_window(db: Path) -> tuple[int, int]:
+    with open_ledger(db, read_only=True) as con:
+        return con.execute("SELECT epoch_ns(min(start_time)), epoch_ns(max(end_time)) FROM spans").fetchone()
+
+
+@pytest.mark.parametrize(("flags", "window_s"), [([], 86_400), (["--hours", "2"], 7_200), (["--days", "3"], 259_200)])
+def test_runs_start_in_a_window_that_ends_now(tmp_path: Path, flags: list[str], window_s: int) -> None:
+    db = tmp_path / "sim.duckdb"
+    before = time.time_ns()
+    assert main(["simulate", "--runs", "40", "--seed", "6", "--db", str(db), "--quiet", *flags]) == 0
+    first, last = _span_window(db)
+    assert before - window_s * 10**9 <= first and first < before - window_s * 10**9 * 0.8  # the whole window
+    assert last <= time.time_ns() + 3_600 * 10**9  # the last run started before now (and ran minutes at most)
+
+
+def test_the_hit_rate_is_printed_and_is_the_ledgers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "sim.duckdb"
+    assert main(["simulate", "--runs", "60", "--seed", "8", "--db", str(db), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    printed = float(out.split("prompt cache hit rate ")[1].split("%")[0]) / 100
+    with open_ledger(db, read_only=True) as con:
+        ledger_rate = float(q.records(con, q.cache_hit_rate())[0]["hit_rate"])
+    assert printed == pytest.approx(ledger_rate, abs=0.001)
+    assert printed > 0.4  # production-sized prompts: most input of a multi-turn run is read back
+
+
+def test_window_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--runs", "2", "--hours", "0", "--db", str(tmp_path / "x.duckdb")]) == 2
+    assert "--days/--hours must be more than 0" in capsys.readouterr().err
+
+
+def test_each_span_gets_the_same_id_every_time_parallel_tools_included() -> None:
+    from collector.demo.run_ids import RunIds
+    from collector.demo.simulate import RunPlan, execute
+    from collector.harness.telemetry import InMemorySpanExporter, OTelObserver, tracer_provider
+
+    def ids() -> dict[tuple[str, str, int], tuple[str, str]]:
+        exporter = InMemorySpanExporter()
+        provider = tracer_provider([exporter], batch=False, id_generator=RunIds())
+        # fan-out 3: three fetch_page calls at once, each calling the summarizer on its own thread
+        plan = RunPlan(1, 9, "acme", "enterprise", "research", MODELS[0], END, pages=6, fanout=3)
+        execute(plan, OTelObserver(provider))
+        provider.shutdown()
+        out = {}
+        for s in exporter.get_finished_spans():
+            a = s.attributes or {}
+            key = (s.name, str(a.get("gen_ai.tool.call.id", a.get("gen_ai.response.id", ""))), s.start_time or 0)
+            out[key] = (format(s.context.trace_id, "032x"), format(s.context.span_id, "016x"))
+        return out
+
+    import sys
+
+    first = ids()
+    assert len({trace for trace, _ in first.values()}) == 1 and len(first) > 12
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can: the tools' order varies
+    try:
+        assert all(ids() == first for _ in range(5))
+    finally:
+        sys.setswitchinterval(switch)
