@@ -276,6 +276,17 @@ def _v6_invalid_usage(con: duckdb.DuckDBPyConnection) -> None:
     _alter_indexed(con, "runs", ["ALTER TABLE runs ADD COLUMN invalid_usage_calls INTEGER NOT NULL DEFAULT 0"])
 
 
+def _v10_content_refs(con: duckdb.DuckDBPyConnection) -> None:
+    """Responses, tool arguments and results leave the span's attributes for the content store
+    (``ledger.content``): a span keeps references to them, a model call's answer hangs off its
+    contexts row. Rebuilding a turn reads its trace's rows through single-column indexes (DuckDB
+    uses no composite key for a lookup), so its cost follows the run's size, not the ledger's."""
+    _alter_indexed(con, "spans", ["ALTER TABLE spans ADD COLUMN content_refs JSON"])
+    _alter_indexed(con, "contexts", ["ALTER TABLE contexts ADD COLUMN response JSON"])
+    con.execute("CREATE INDEX contexts_trace ON contexts (trace_id)")
+    con.execute("CREATE INDEX message_chain_trace ON message_chain (trace_id)")
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -285,6 +296,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (6, "invalid usage flag", _v6_invalid_usage),
     (7, "one charge per billed call", _V7_CALL_COPIES),
     (9, "span links", "ALTER TABLE spans ADD COLUMN links JSON DEFAULT '[]'"),
+    (10, "content references and trace indexes", _v10_content_refs),
 ]
 
 
