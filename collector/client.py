@@ -34,6 +34,7 @@ from ledger import queries as q
 from ledger import settings
 from ledger.budgets.routes import ALERTS_PATH, BUDGETS_PATH, CHECK_PATH, SWEEP_PATH, budget_path
 from ledger.budgets.rules import BudgetError, UnknownBudget
+from ledger.content import CapturedTurn
 from ledger.errors import InputError, NotFound, ServerError, TurnledgerError, Unavailable
 from ledger.queries import Filters
 
@@ -185,6 +186,15 @@ class ServerClient:
             return None
         return payload
 
+    def turn(self, trace_id: str, span_id: str) -> CapturedTurn | None:
+        """One model call's captured request and response, or None when neither was captured."""
+        path = f"/api/turn/{quote(trace_id, safe='')}/{quote(span_id, safe='')}"
+        try:
+            doc: dict[str, Any] = self._json("GET", path, what=f"turn {trace_id}/{span_id}")
+        except NotFound:
+            return None
+        return CapturedTurn(doc.get("request"), doc.get("response"))
+
     def health(self) -> dict[str, Any]:
         result: dict[str, Any] = self._json("GET", "/healthz", what="server health")
         return result
@@ -283,6 +293,9 @@ class ServerSource:
 
     def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None:
         return self.client.context(trace_id, span_id)
+
+    def turn(self, trace_id: str, span_id: str) -> CapturedTurn | None:
+        return self.client.turn(trace_id, span_id)
 
     def budgets(self) -> list[dict[str, Any]]:
         return self.client.budgets()

@@ -21,7 +21,21 @@ __all__ = [
 ]
 
 _TOOL_NAME = f"json_extract_string(s.attributes, '$.\"{c.TOOL_NAME}\"')"
-_TOOL_RESULT = "json_extract_string(s.attributes, '$.\"gen_ai.tool.call.result\"')"
+
+
+def _tool_content(key: str) -> str:
+    """A tool span's argument or result text, wherever ingest keeps it (``ledger.content``): inline
+    among the attributes (older ledgers), inline in its references, or in a content block."""
+    path = f"'$.\"{key}\"'"
+    block = f"(SELECT json_extract_string(b.body, '$') FROM content_blocks b WHERE b.hash = json_extract_string(s.content_refs, {path}))"
+    return (
+        f"coalesce(json_extract_string(s.attributes, {path}), "
+        f"json_extract_string(s.content_refs, '$.\"{key}\".v'), {block})"
+    )
+
+
+_TOOL_RESULT = _tool_content(c.TOOL_CALL_RESULT)
+_TOOL_ARGUMENTS = _tool_content(c.TOOL_CALL_ARGUMENTS)
 _SOFT_FAILURE = f"coalesce(json_extract_string(s.attributes, '$.\"{c.TOOL_SOFT_FAILURE}\"') = 'true', FALSE)"
 _FIND_ORDER = {"recent": "started_at DESC, trace_id", "cost": "usd_total DESC, trace_id"}
 
@@ -123,7 +137,7 @@ FROM calls ORDER BY turn""",
 
 @query
 def run_trace_tree(trace_id: str) -> Query:
-    """Every span of a run for the trace tree: timing, status, tool outcome, tokens and cost.
+    """Every span of a run for the trace tree: timing, status, tool arguments and outcome, tokens and cost.
 
     ``offset_ms`` is from the run's first span; durations come from nanosecond
     epochs (``epoch_ms`` on TIMESTAMP_NS fails on duckdb 2.0). A model-call span
@@ -137,7 +151,7 @@ def run_trace_tree(trace_id: str) -> Query:
        (epoch_ns(s.start_time) - min(epoch_ns(s.start_time)) OVER ()) / 1e6 AS offset_ms,
        (epoch_ns(s.end_time) - epoch_ns(s.start_time)) / 1e6 AS duration_ms,
        s.status_code, s.status_message, {_TOOL_NAME} AS tool, {_SOFT_FAILURE} AS soft_failure,
-       {_TOOL_RESULT} AS tool_result, coalesce(json_array_length(s.events), 0) AS events,
+       {_TOOL_ARGUMENTS} AS tool_arguments, {_TOOL_RESULT} AS tool_result, coalesce(json_array_length(s.events), 0) AS events,
        c.model, c.attempt, nullif(c.retry_cause, '') AS retry_cause, c.finish_reason, c.error_type,
        {tokens}, c.unpriced, {usd_sum("c")} AS usd, d.duplicate_of,
        nullif(d.duplicate_of_trace, s.trace_id) AS duplicate_of_trace
