@@ -134,7 +134,7 @@ class ContextRows:
 def _bodies(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> dict[str, Any]:
     if not hashes:
         return {}
-    rows = con.execute("SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))", [hashes]).fetchall()
+    rows = con.execute(BLOCKS, [hashes]).fetchall()
     return {h: json.loads(body) for h, body in rows}
 
 
@@ -182,13 +182,18 @@ class CapturedTurn:
     response: Any
 
 
-_CONTEXT_COLUMNS = "span_id, envelope, system_block, tools_block, messages_node, response"
+# The lookups of a rebuild, each through a single-column index (migration 10; content_blocks by
+# its key): only the trace is filtered in SQL, since DuckDB uses such an index for one equality
+# and scans the table for two; a run has few enough calls to pick from.
+TRACE_CONTEXTS = (
+    "SELECT span_id, envelope, system_block, tools_block, messages_node, response FROM contexts WHERE trace_id = ?"
+)
+TRACE_CHAIN = "SELECT node, prev, block FROM message_chain WHERE trace_id = ?"
+BLOCKS = "SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))"
 
 
 def _context_row(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[Any, ...] | None:
-    # Only the trace is filtered in SQL: DuckDB uses the single-column index (contexts_trace)
-    # for one equality and scans the table for two; a run has few enough calls to pick from.
-    rows = con.execute(f"SELECT {_CONTEXT_COLUMNS} FROM contexts WHERE trace_id = ?", [trace_id]).fetchall()
+    rows = con.execute(TRACE_CONTEXTS, [trace_id]).fetchall()
     return next((row[1:] for row in rows if row[0] == span_id), None)
 
 
@@ -196,12 +201,7 @@ def _message_blocks(con: duckdb.DuckDBPyConnection, trace_id: str, tail: str | N
     """The block hashes of a turn's messages, in order, from the trace's chain (read through message_chain_trace)."""
     if not tail or tail == _ROOT:
         return []
-    links = {
-        node: (prev, block)
-        for node, prev, block in con.execute(
-            "SELECT node, prev, block FROM message_chain WHERE trace_id = ?", [trace_id]
-        ).fetchall()
-    }
+    links = {node: (prev, block) for node, prev, block in con.execute(TRACE_CHAIN, [trace_id]).fetchall()}
     blocks: list[str] = []
     node = tail
     while node != _ROOT:
