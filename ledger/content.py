@@ -62,10 +62,14 @@ def _hash(text: str) -> str:
 # more than DuckDB's compression of the same text inline until values reach ~1 KB.
 INLINE_CHARS = 1024
 
-# One attribute's reference: a block hash, a list of hashes (a JSON list, one block per
-# item), or {"v": value} for a small value kept inline.
-Ref = str | list[str] | dict[str, Any]
+# One attribute's reference: a block hash, a list of items (a JSON list, one block per
+# item), or {"v": value} for a small value kept inline. An item is a hash, or
+# {"b": hash, "x": {...}} for a message stored as its role and content (the block the
+# next request's copy of it shares) plus the fields after them (say its finish_reason).
+Item = str | dict[str, Any]
+Ref = str | list[Item] | dict[str, Any]
 Refs = dict[str, Ref]
+_MESSAGE_CORE = ("role", "content")
 
 _CONTEXT_ROW = table("contexts").compile_row(
     "trace_id, span_id, envelope, system, tools, node, size, response",
@@ -99,12 +103,21 @@ class ContextRows:
         for key, value in values.items():
             items = json_value(value) if isinstance(value, str) and value.startswith("[") else None
             if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
-                out[key] = [self._block(item) for item in items]  # messages: one block each
+                out[key] = [self._message(item) for item in items]
             elif (isinstance(value, str) and len(value) <= INLINE_CHARS) or isinstance(value, (bool, int, float)):
                 out[key] = {"v": self.policy.value(value) if self.policy is not None else value}
             else:
                 out[key] = self._block(value)
         return _dumps(out)
+
+    def _message(self, message: dict[str, Any]) -> Item:
+        """An output message's reference: its role and content are the message a later request re-sends."""
+        keys = list(message)
+        if keys[: len(_MESSAGE_CORE)] != list(_MESSAGE_CORE) or len(keys) == len(_MESSAGE_CORE):
+            return self._block(message)
+        extra = {k: message[k] for k in keys[len(_MESSAGE_CORE) :]}
+        core = self._block({k: message[k] for k in _MESSAGE_CORE})
+        return {"b": core, "x": self.policy.value(extra) if self.policy is not None else extra}
 
     def add(
         self, trace_id: str, span_id: str, payload: dict[str, Any] | None, outputs: Mapping[str, Any] | None = None
@@ -139,7 +152,17 @@ def _bodies(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> dict[str, Any]
 
 
 def _ref_hashes(refs: Refs) -> list[str]:
-    return [h for ref in refs.values() if not isinstance(ref, dict) for h in ([ref] if isinstance(ref, str) else ref)]
+    hashes: list[str] = []
+    for ref in refs.values():
+        if isinstance(ref, str):
+            hashes.append(ref)
+        elif isinstance(ref, list):
+            hashes += [item if isinstance(item, str) else item["b"] for item in ref]
+    return hashes
+
+
+def _item(item: Item, bodies: Mapping[str, Any]) -> Any:
+    return bodies[item] if isinstance(item, str) else {**bodies[item["b"]], **item["x"]}
 
 
 def _resolved(refs: Refs, bodies: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,7 +174,7 @@ def _resolved(refs: Refs, bodies: Mapping[str, Any]) -> dict[str, Any]:
         elif isinstance(ref, str):
             out[key] = bodies[ref]
         else:
-            out[key] = _dumps([bodies[h] for h in ref])
+            out[key] = _dumps([_item(item, bodies) for item in ref])
     return out
 
 

@@ -95,9 +95,12 @@ def test_tool_arguments_and_results_are_content_addressed_each_distinct_block_on
 def test_our_answer_and_the_next_request_share_the_message_block() -> None:
     rows = ContextRows()
     message = {"role": "assistant", "content": [{"type": "text", "text": "x" * 200}]}
-    rows.add(TRACE, CHAT, None, {"gen_ai.output.messages": json.dumps([message])})
+    rows.add(TRACE, CHAT, None, {"gen_ai.output.messages": json.dumps([{**message, "finish_reason": "end_turn"}])})
     rows.add(TRACE, "d" * 16, {"model": "m", "messages": [{"role": "user", "content": "q"}, message]})
-    assert sum(body == json.dumps(message, separators=(",", ":")) for body in rows.blocks.values()) == 1
+    # Two blocks: the user's message, and the answer stored once (its finish_reason beside the reference).
+    assert sorted(rows.blocks.values()) == sorted(
+        json.dumps(m, separators=(",", ":")) for m in (message, {"role": "user", "content": "q"})
+    )
 
 
 def test_secrets_in_a_response_and_a_tool_result_never_reach_the_database(db_path) -> None:
