@@ -34,7 +34,6 @@ from ledger import queries as q
 from ledger import settings
 from ledger.budgets.routes import ALERTS_PATH, BUDGETS_PATH, CHECK_PATH, SWEEP_PATH, budget_path
 from ledger.budgets.rules import BudgetError, UnknownBudget
-from ledger.content import CapturedTurn
 from ledger.errors import InputError, NotFound, ServerError, TurnledgerError, Unavailable
 from ledger.queries import Filters
 
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ledger.budgets.gate import CallScope
+    from ledger.content import CapturedTurn
     from ledger.sources import Source, SourceSpec
 
 __all__ = ["ServerClient", "ServerSource", "make_source"]
@@ -193,6 +193,8 @@ class ServerClient:
             doc: dict[str, Any] = self._json("GET", path, what=f"turn {trace_id}/{span_id}")
         except NotFound:
             return None
+        from ledger.content import CapturedTurn  # here: the content store is not for every client
+
         return CapturedTurn(doc.get("request"), doc.get("response"))
 
     def health(self) -> dict[str, Any]:
