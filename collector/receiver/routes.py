@@ -14,14 +14,14 @@ import importlib.metadata
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from collector.otlp import RequestTooLarge
-from ledger.content import load_context, load_turn
+from ledger.content import CapturedTurn, load_turn
 from ledger.errors import MalformedInput
 
 from . import budget_routes
@@ -262,25 +262,27 @@ def query(c: CollectorServer, name: str, args: dict[str, list[str]]) -> Reply:
 
 
 def context(c: CollectorServer, trace_id: str, span_id: str) -> Reply:
-    try:
-        with c.readers.connection() as cur:
-            payload = load_context(cur, trace_id, span_id)
-    except ReaderBusy as exc:
-        return _busy(exc)
-    if payload is None:
-        return error_reply(404, f"no captured context for trace {trace_id!r} span {span_id!r}")
-    return json_reply(200, payload)
+    """The captured request payload of one model call."""
+    return _captured(c, trace_id, span_id, lambda t: t.request, "context")
 
 
 def turn(c: CollectorServer, trace_id: str, span_id: str) -> Reply:
+    """One model call's captured request and response."""
+    return _captured(
+        c, trace_id, span_id, lambda t: {"request": t.request, "response": t.response}, "request or response"
+    )
+
+
+def _captured(c: CollectorServer, trace_id: str, span_id: str, part: Callable[[CapturedTurn], Any], what: str) -> Reply:
     try:
         with c.readers.connection() as cur:
             captured = load_turn(cur, trace_id, span_id)
     except ReaderBusy as exc:
         return _busy(exc)
-    if captured is None:
-        return error_reply(404, f"no captured request or response for trace {trace_id!r} span {span_id!r}")
-    return json_reply(200, {"request": captured.request, "response": captured.response})
+    doc = part(captured) if captured is not None else None
+    if doc is None:
+        return error_reply(404, f"no captured {what} for trace {trace_id!r} span {span_id!r}")
+    return json_reply(200, doc)
 
 
 # --- budgets (the harness's gate, and `turnledger budget`/`alerts` while we own the file) ----
