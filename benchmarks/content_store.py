@@ -118,6 +118,18 @@ def _spread(values: list[float], scale: float = 1e3) -> str:
     return f"{statistics.median(values) * scale:.2f} ms (range {min(values) * scale:.2f}–{max(values) * scale:.2f})"
 
 
+def _print_sizes(sizes: dict[str, dict[str, float]]) -> None:
+    n = int(next(iter(sizes.values()))["spans"])
+    print(f"\n## bytes/span on disk, {n:,} workload spans (goal: content <= 300)")
+    for label, s in sizes.items():
+        print(
+            f"{label:>40}: without content {s['without']:6.0f}   with {s['with']:6.0f}   content {s['content']:6.0f} B/span"
+        )
+    if len(sizes) == 2:  # this checkout, then the baseline
+        ours, base = sizes.values()
+        print(f"{'content, this / baseline':>40}: {ours['content'] / base['content']:.2f}x")
+
+
 def _arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], epilog="See the module docstring for what is measured."
@@ -129,6 +141,7 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument("--per-round", type=int, default=200, help="load_turn calls per ledger and round (default 200)")
     ap.add_argument("--baseline", type=Path, metavar="TREE", help="also measure bytes/span with TREE's ledger package")
     ap.add_argument("--skip-rebuild", action="store_true", help="bytes/span only")
+    ap.add_argument("--skip-sizes", action="store_true", help="rebuild latency only")
     ap.add_argument("--sizes-only", action="store_true", help=argparse.SUPPRESS)  # the --baseline subprocess
     return ap.parse_args()
 
@@ -142,17 +155,8 @@ def main() -> None:
     trees: dict[str, Path | None] = {"this checkout": None}
     if a.baseline is not None:
         trees["baseline " + str(a.baseline)] = a.baseline.resolve()
-    sizes = {label: _sizes_in(tree, a.spans) for label, tree in trees.items()}
-    print(
-        f"\n## bytes/span on disk, {int(next(iter(sizes.values()))['spans']):,} workload spans (goal: content <= 300)"
-    )
-    for label, s in sizes.items():
-        print(
-            f"{label:>40}: without content {s['without']:6.0f}   with {s['with']:6.0f}   content {s['content']:6.0f} B/span"
-        )
-    if a.baseline is not None:
-        ours, base = sizes["this checkout"], sizes["baseline " + str(a.baseline)]
-        print(f"{'content, this / baseline':>40}: {ours['content'] / base['content']:.2f}x")
+    if not a.skip_sizes:
+        _print_sizes({label: _sizes_in(tree, a.spans) for label, tree in trees.items()})
     if a.skip_rebuild:
         return
     small, large = a.calls

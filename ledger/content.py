@@ -57,6 +57,13 @@ def _hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
+def _node(prev: str, block: str) -> str:
+    # A node is keyed within its trace only (message_chain's key is (trace_id, node)): 64 bits
+    # keep a collision out of reach for any run's length at half the bytes of a block hash.
+    # Nodes stored before migration 10 are 128-bit; either kind walks the same way.
+    return hashlib.blake2b((prev + block).encode(), digest_size=8).hexdigest()
+
+
 # A value at most this long stays inline in the references: measured on
 # benchmarks/agent_workload.py, a block (its hash, its row, its key in the index) costs
 # more than DuckDB's compression of the same text inline until values reach ~1 KB.
@@ -136,7 +143,7 @@ class ContextRows:
             node = _ROOT
             for message in payload["messages"]:
                 block = self._block(message)
-                nxt = _hash(node + block)
+                nxt = _node(node, block)
                 self.nodes.setdefault((trace_id, nxt), (node, block))
                 node = nxt
         size = len(_dumps(payload).encode())
