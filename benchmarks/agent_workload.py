@@ -2,7 +2,9 @@
 
 Runs of 3–12 turns: a root ``invoke_agent``, ``chat`` spans with model, usage and
 cache attributes, ``execute_tool`` spans, occasional guard events; optionally with
-captured request content. Deterministic for a seed.
+captured content: each call's request payload and answer (``gen_ai.output.messages``,
+as our harness emits them). Deterministic for a seed; content draws nothing from
+the random stream, so both variants have the same spans.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ RESOURCE = {
     "host.name": "worker-3",
 }  # fmt: skip
 SCOPE = ("turnledger.harness", "0.1.0")
+# Spelled out, not ledger.conventions.OUTPUT_MESSAGES: --baseline runs this against older checkouts.
+OUTPUT_MESSAGES = "gen_ai.output.messages"
 
 
 def _text(rng: random.Random, n: int) -> str:
@@ -104,6 +108,9 @@ def _agent_run(rng: random.Random, k: int, start: int, content: bool) -> list[Sp
                                 attributes=attrs, resource=RESOURCE, scope_name=SCOPE[0], scope_version=SCOPE[1]))  # fmt: skip
         clock += (duration + 5) * MS
         if t == turns - 1:
+            if content:  # the final answer, which no later request contains
+                answer = " ".join(WORDS[(k + i) % len(WORDS)] for i in range(out))
+                attrs[OUTPUT_MESSAGES] = _answer([{"type": "text", "text": answer}], "end_turn")
             break
         calls = []
         for _ in range(rng.choice((1, 1, 2))):
@@ -120,9 +127,12 @@ def _agent_run(rng: random.Random, k: int, start: int, content: bool) -> list[Sp
                                     scope_version=SCOPE[1]))  # fmt: skip
             calls.append((tid, name, args, result))
         clock += 160 * MS
+        uses = [{"type": "tool_use", "id": f"toolu_{i}", "name": n, "input": a} for i, n, a, _ in calls]
+        if content:
+            attrs[OUTPUT_MESSAGES] = _answer(uses, "tool_use")
         messages = [
             *messages,
-            {"role": "assistant", "content": [{"type": "tool_use", "id": f"toolu_{i}", "name": n, "input": a} for i, n, a, _ in calls]},
+            {"role": "assistant", "content": uses},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": r} for i, _, _, r in calls]},
         ]  # fmt: skip
     rattrs = {c.OPERATION_NAME: "invoke_agent", c.AGENT_NAME: "support-agent", c.AGENT_VERSION: "1.4.0",
@@ -130,6 +140,10 @@ def _agent_run(rng: random.Random, k: int, start: int, content: bool) -> list[Sp
     spans.append(SpanRecord(trace, root, "invoke_agent support-agent", start, clock, attributes=rattrs,
                             resource=RESOURCE, scope_name=SCOPE[0], scope_version=SCOPE[1]))  # fmt: skip
     return spans
+
+
+def _answer(content: list[dict[str, Any]], finish_reason: str) -> str:
+    return json.dumps([{"role": "assistant", "content": content, "finish_reason": finish_reason}])
 
 
 def workload(n_spans: int, content: bool, seed: int = 7) -> tuple[list[SpanRecord], int]:

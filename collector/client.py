@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ledger.budgets.gate import CallScope
+    from ledger.content import CapturedTurn
     from ledger.sources import Source, SourceSpec
 
 __all__ = ["ServerClient", "ServerSource", "make_source"]
@@ -185,6 +186,17 @@ class ServerClient:
             return None
         return payload
 
+    def turn(self, trace_id: str, span_id: str) -> CapturedTurn | None:
+        """One model call's captured request and response, or None when neither was captured."""
+        path = f"/api/turn/{quote(trace_id, safe='')}/{quote(span_id, safe='')}"
+        try:
+            doc: dict[str, Any] = self._json("GET", path, what=f"turn {trace_id}/{span_id}")
+        except NotFound:
+            return None
+        from ledger.content import CapturedTurn  # here: the content store is not for every client
+
+        return CapturedTurn(doc.get("request"), doc.get("response"))
+
     def health(self) -> dict[str, Any]:
         result: dict[str, Any] = self._json("GET", "/healthz", what="server health")
         return result
@@ -287,6 +299,9 @@ class ServerSource:
 
     def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None:
         return self.client.context(trace_id, span_id)
+
+    def turn(self, trace_id: str, span_id: str) -> CapturedTurn | None:
+        return self.client.turn(trace_id, span_id)
 
     def budgets(self) -> list[dict[str, Any]]:
         return self.client.budgets()

@@ -22,7 +22,18 @@ from ledger.sources import SourceSpec
 
 from .data import CACHE_TTL_S
 
-__all__ = ["SourceError", "budgets", "context", "generation", "load", "refresh", "refreshed_at", "set_spec", "spec"]
+__all__ = [
+    "SourceError",
+    "budgets",
+    "context",
+    "generation",
+    "load",
+    "refresh",
+    "refreshed_at",
+    "response",
+    "set_spec",
+    "spec",
+]
 
 _SPEC_KEY = "tl_source_spec"
 _GEN_KEY = "tl_generation"
@@ -87,6 +98,22 @@ def _load(
 def _context(where: SourceSpec, gen: int, trace_id: str, span_id: str) -> dict[str, Any] | None:
     del gen
     return make_source(where).context(trace_id, span_id)
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=64)
+def _response(where: SourceSpec, gen: int, trace_id: str, span_id: str) -> Any:
+    del gen
+    turn = make_source(where).turn(trace_id, span_id)
+    return turn.response if turn is not None else None
+
+
+def response(trace_id: str, span_id: str) -> Any:
+    """What the model answered on one model-call span (its output messages), or None."""
+    where = spec()
+    try:
+        return _response(where, generation(), trace_id, span_id)
+    except Exception as exc:
+        raise _explain(exc, where) from exc
 
 
 def load(builder: Callable[..., q.Query], filters: q.Filters | None = None, **kwargs: Any) -> pd.DataFrame:

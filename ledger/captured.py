@@ -7,6 +7,13 @@ as one JSON body (``turnledger.request.body``), the current GenAI conventions as
 keyword arguments (``input.value``) or as flattened ``llm.input_messages.N.…``
 attributes. ``captured_payload`` rebuilds one payload from any of them; ingest
 moves those attributes to the content store (``ledger.content``).
+
+What the model answered is found the same way (``captured_response``): the GenAI
+``gen_ai.output.messages`` (ours: provider-native content blocks, with each
+message's ``finish_reason``), OpenInference ``llm.output_messages.N.…`` or
+``output.value`` on an LLM span, Traceloop ``gen_ai.completion.N.…``. Those, and
+a tool's arguments and result, are content too (``content_keys``): stored
+content-addressed, referenced from the span.
 """
 
 from __future__ import annotations
@@ -21,7 +28,15 @@ import orjson
 from . import conventions as c
 from .spans import SpanRecord
 
-__all__ = ["CONTENT_ATTRIBUTES", "OPENINFERENCE_MESSAGE", "OPENINFERENCE_REQUEST", "captured_payload", "json_value"]
+__all__ = [
+    "CONTENT_ATTRIBUTES",
+    "OPENINFERENCE_MESSAGE",
+    "OPENINFERENCE_REQUEST",
+    "captured_payload",
+    "captured_response",
+    "content_keys",
+    "json_value",
+]
 
 # Attributes that carry captured request content: moved to the content store at ingest.
 CONTENT_ATTRIBUTES = (c.REQUEST_BODY, c.INPUT_MESSAGES, c.SYSTEM_INSTRUCTIONS, c.TOOL_DEFINITIONS)
@@ -35,6 +50,12 @@ _OPENINFERENCE_INPUT_MIME = "input.mime_type"
 # On an OpenInference LLM span (and only there) input.value IS the request: it moves to the
 # content store like CONTENT_ATTRIBUTES. On TOOL/CHAIN spans it is the tool's input and stays.
 OPENINFERENCE_REQUEST = (_OPENINFERENCE_INPUT, _OPENINFERENCE_INPUT_MIME)
+# What the model answered: the whole list, or flattened one field per attribute.
+_OUTPUT_FLATTENED = re.compile(r"^(llm\.output_messages|gen_ai\.completion)\.(\d+)\.(.+)$")
+_OPENINFERENCE_OUTPUT = "output.value"
+# A tool's input and output: GenAI attributes, or OpenInference's input/output.value off an LLM span.
+_TOOL_CONTENT = (c.TOOL_CALL_ARGUMENTS, c.TOOL_CALL_RESULT)
+_OPENINFERENCE_IO = (_OPENINFERENCE_INPUT, _OPENINFERENCE_OUTPUT)
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
@@ -159,3 +180,39 @@ def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
     if not payload:
         return None
     return {"model": str(model), **payload} if model else payload
+
+
+def content_keys(keys: tuple[str, ...], openinference_kind: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Of a span's attribute keys, (what the model answered, a tool's arguments and result).
+
+    ``openinference_kind``: the span's ``openinference.span.kind``. On an LLM span
+    ``output.value`` is the answer (and ``input.value`` the request, which
+    ``captured_payload`` reads); on its other spans (TOOL, CHAIN, AGENT ...) they
+    are what the step took and gave. Without a kind ``input.value`` may be a
+    GenAI chat span's request, so it stays where ``captured_payload`` finds it.
+    """
+    llm = openinference_kind == "LLM"
+    outputs = tuple(
+        k for k in keys if k == c.OUTPUT_MESSAGES or _OUTPUT_FLATTENED.match(k) or (llm and k == _OPENINFERENCE_OUTPUT)
+    )
+    steps = openinference_kind is not None and not llm
+    tools = tuple(k for k in keys if k in _TOOL_CONTENT or (steps and k in _OPENINFERENCE_IO))
+    return outputs, tools
+
+
+def captured_response(attrs: Mapping[str, Any], llm_span: bool) -> Any:
+    """What the model answered, from a span's output attributes: the list of output messages
+    (``gen_ai.output.messages`` as sent, or rebuilt from flattened attributes), or
+    OpenInference's ``output.value``; None when the span carries none."""
+    if c.OUTPUT_MESSAGES in attrs:
+        return json_value(attrs[c.OUTPUT_MESSAGES])
+    items: dict[int, list[tuple[str, Any]]] = {}
+    for key, value in attrs.items():
+        m = _OUTPUT_FLATTENED.match(key)
+        if m:
+            items.setdefault(int(m.group(2)), []).append((m.group(3), value))
+    if items:
+        return [_nest(items[i]) for i in sorted(items)]
+    if llm_span and _OPENINFERENCE_OUTPUT in attrs:
+        return json_value(attrs[_OPENINFERENCE_OUTPUT])
+    return None

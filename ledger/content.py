@@ -1,31 +1,42 @@
-"""Content-addressed storage of captured request payloads.
+"""Content-addressed storage of captured content: requests, responses, tool arguments and results.
 
-A payload (``{"model", "system", "tools", "messages", ...}``) is split into
-blocks stored once by hash: the system prompt, the tool list and each message.
-A turn's message list is a chain of nodes, ``node = H(prev_node, message)``,
-kept per trace: turn N+1 adds only the nodes of its new messages, so the store
-grows with the number of distinct messages, not with turns x history.
-Reassembly reads the run's nodes, walks back from the turn's tail and yields a
-value equal (as JSON, key order included) to what was sent.
+A request payload (``{"model", "system", "tools", "messages", ...}``) is split
+into blocks stored once by hash: the system prompt, the tool list and each
+message. A turn's message list is a chain of nodes, ``node = H(prev_node,
+message)``, kept per trace: turn N+1 adds only the nodes of its new messages, so
+the store grows with the number of distinct messages, not with turns x history.
+
+Other content attributes (what the model answered, a tool's arguments and
+result: ``ledger.captured``) leave the span's attribute JSON too; the span keeps
+a reference per attribute (``Refs``): a block hash, a list of hashes for a JSON
+list of messages (each message a block, so an answer and the next request's
+copy of it are one block), or a value too small to be worth a block. A model
+call's output references sit on its ``contexts`` row, a tool span's on its
+``spans.content_refs``.
+
+Reassembly reads the trace's rows through the trace indexes (migration 10), so
+its cost follows the run's size, not the ledger's, and yields a value equal (as
+JSON, key order included) to what was sent or answered.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .captured import captured_response, json_value
 from .redact import Redactor
 from .tables import table
 
 if TYPE_CHECKING:  # the decoder processes build content rows and never load DuckDB
     import duckdb
 
-__all__ = ["ContextRows", "load_context"]
+__all__ = ["CapturedTurn", "ContextRows", "load_context", "load_response", "load_turn", "trace_attributes"]
 
 _SPLIT_KEYS = ("system", "tools", "messages")
 _ROOT = "root"
@@ -46,18 +57,39 @@ def _hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
+def _node(prev: str, block: str) -> str:
+    # A node is keyed within its trace only (message_chain's key is (trace_id, node)): 64 bits
+    # keep a collision out of reach for any run's length at half the bytes of a block hash.
+    # Nodes stored before migration 10 are 128-bit; either kind walks the same way.
+    return hashlib.blake2b((prev + block).encode(), digest_size=8).hexdigest()
+
+
+# A value at most this long stays inline in the references: measured on
+# benchmarks/agent_workload.py, a block (its hash, its row, its key in the index) costs
+# more than DuckDB's compression of the same text inline until values reach ~1 KB.
+INLINE_CHARS = 1024
+
+# One attribute's reference: a block hash, a list of items (a JSON list, one block per
+# item), or {"v": value} for a small value kept inline. An item is a hash, or
+# {"b": hash, "x": {...}} for a message stored as its role and content (the block the
+# next request's copy of it shares) plus the fields after them (say its finish_reason).
+Item = str | dict[str, Any]
+Ref = str | list[Item] | dict[str, Any]
+Refs = dict[str, Ref]
+_MESSAGE_CORE = ("role", "content")
+
 _CONTEXT_ROW = table("contexts").compile_row(
-    "trace_id, span_id, envelope, system, tools, node, size",
+    "trace_id, span_id, envelope, system, tools, node, size, response",
     {
         "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
-        "tools_block": "tools", "messages_node": "node", "payload_bytes": "size",
+        "tools_block": "tools", "messages_node": "node", "payload_bytes": "size", "response": "response",
     },
 )  # fmt: skip
 
 
 @dataclass
 class ContextRows:
-    """Rows that payloads add to the content tables (duplicates are fine: INSERT OR IGNORE)."""
+    """Rows that captured content adds to the content tables (duplicates are fine: INSERT OR IGNORE)."""
 
     policy: Redactor | None = None  # None: blocks stored as received
     blocks: dict[str, str] = field(default_factory=dict)  # hash -> body
@@ -72,7 +104,36 @@ class ContextRows:
         self.blocks.setdefault(h, body)
         return h
 
-    def add(self, trace_id: str, span_id: str, payload: dict[str, Any]) -> None:
+    def refs(self, values: Mapping[str, Any]) -> str:
+        """Content attributes -> their references as stored (JSON), each value redacted into its blocks."""
+        out: Refs = {}
+        for key, value in values.items():
+            items = json_value(value) if isinstance(value, str) and value.startswith("[") else None
+            if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
+                out[key] = [self._message(item) for item in items]
+            elif (isinstance(value, str) and len(value) <= INLINE_CHARS) or isinstance(value, (bool, int, float)):
+                out[key] = {"v": self.policy.value(value) if self.policy is not None else value}
+            else:
+                out[key] = self._block(value)
+        return _dumps(out)
+
+    def _message(self, message: dict[str, Any]) -> Item:
+        """An output message's reference: its role and content are the message a later request re-sends."""
+        keys = list(message)
+        if keys[: len(_MESSAGE_CORE)] != list(_MESSAGE_CORE) or len(keys) == len(_MESSAGE_CORE):
+            return self._block(message)
+        extra = {k: message[k] for k in keys[len(_MESSAGE_CORE) :]}
+        core = self._block({k: message[k] for k in _MESSAGE_CORE})
+        return {"b": core, "x": self.policy.value(extra) if self.policy is not None else extra}
+
+    def add(
+        self, trace_id: str, span_id: str, payload: dict[str, Any] | None, outputs: Mapping[str, Any] | None = None
+    ) -> None:
+        """One model call's content: its request ``payload`` and its ``outputs`` attributes (either may be absent)."""
+        response = self.refs(outputs) if outputs else None
+        if payload is None:
+            self.contexts.append(_CONTEXT_ROW(trace_id, span_id, "null", None, None, None, 0, response))
+            return
         fields = {k: v for k, v in payload.items() if k not in _SPLIT_KEYS}
         envelope = {"order": list(payload), "fields": self.policy.value(fields) if self.policy else fields}
         system = self._block(payload["system"]) if "system" in payload else None
@@ -82,29 +143,106 @@ class ContextRows:
             node = _ROOT
             for message in payload["messages"]:
                 block = self._block(message)
-                nxt = _hash(node + block)
+                nxt = _node(node, block)
                 self.nodes.setdefault((trace_id, nxt), (node, block))
                 node = nxt
         size = len(_dumps(payload).encode())
-        self.contexts.append(_CONTEXT_ROW(trace_id, span_id, _dumps(envelope), system, tools, node, size))
+        row = _CONTEXT_ROW(trace_id, span_id, _dumps(envelope), system, tools, node, size, response)
+        self.contexts.append(row)
 
 
 def _bodies(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> dict[str, Any]:
     if not hashes:
         return {}
-    rows = con.execute("SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))", [hashes]).fetchall()
+    rows = con.execute(BLOCKS, [hashes]).fetchall()
     return {h: json.loads(body) for h, body in rows}
 
 
+def _ref_hashes(refs: Refs) -> list[str]:
+    hashes: list[str] = []
+    for ref in refs.values():
+        if isinstance(ref, str):
+            hashes.append(ref)
+        elif isinstance(ref, list):
+            hashes += [item if isinstance(item, str) else item["b"] for item in ref]
+    return hashes
+
+
+def _item(item: Item, bodies: Mapping[str, Any]) -> Any:
+    return bodies[item] if isinstance(item, str) else {**bodies[item["b"]], **item["x"]}
+
+
+def _resolved(refs: Refs, bodies: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes the references stand for (a JSON list comes back as its compact JSON text)."""
+    out: dict[str, Any] = {}
+    for key, ref in refs.items():
+        if isinstance(ref, dict):
+            out[key] = ref["v"]
+        elif isinstance(ref, str):
+            out[key] = bodies[ref]
+        else:
+            out[key] = _dumps([_item(item, bodies) for item in ref])
+    return out
+
+
+def trace_attributes(con: duckdb.DuckDBPyConnection, trace_id: str) -> dict[str, dict[str, Any]]:
+    """Every span of a trace -> its attribute set as received (content restored; secrets redacted)."""
+    responses = dict(
+        con.execute(
+            "SELECT span_id, response FROM contexts WHERE trace_id = ? AND response IS NOT NULL", [trace_id]
+        ).fetchall()
+    )
+    spans = con.execute("SELECT span_id, attributes, content_refs FROM spans WHERE trace_id = ?", [trace_id]).fetchall()
+    parsed = {sid: [json.loads(r) for r in (refs, responses.get(sid)) if r] for sid, _, refs in spans}
+    bodies = _bodies(con, [h for refs in parsed.values() for p in refs for h in _ref_hashes(p)])
+    out: dict[str, dict[str, Any]] = {}
+    for sid, attributes, _ in spans:
+        attrs = json.loads(attributes) if attributes else {}
+        for p in parsed[sid]:
+            attrs.update(_resolved(p, bodies))
+        out[sid] = attrs
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedTurn:
+    """One model call's captured request payload and response (each None when not captured)."""
+
+    request: dict[str, Any] | None
+    response: Any
+
+
+# The lookups of a rebuild, each through a single-column index (migration 10; content_blocks by
+# its key): only the trace is filtered in SQL, since DuckDB uses such an index for one equality
+# and scans the table for two; a run has few enough calls to pick from.
+TRACE_CONTEXTS = (
+    "SELECT span_id, envelope, system_block, tools_block, messages_node, response FROM contexts WHERE trace_id = ?"
+)
+TRACE_CHAIN = "SELECT node, prev, block FROM message_chain WHERE trace_id = ?"
+BLOCKS = "SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))"
+
+
 def _context_row(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[Any, ...] | None:
-    return con.execute(
-        "SELECT envelope, system_block, tools_block, messages_node FROM contexts WHERE trace_id = ? AND span_id = ?",
-        [trace_id, span_id],
-    ).fetchone()
+    rows = con.execute(TRACE_CONTEXTS, [trace_id]).fetchall()
+    return next((row[1:] for row in rows if row[0] == span_id), None)
 
 
-def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> dict[str, Any] | None:
-    """The exact payload captured for one model-call span, or None if none was.
+def _message_blocks(con: duckdb.DuckDBPyConnection, trace_id: str, tail: str | None) -> list[str]:
+    """The block hashes of a turn's messages, in order, from the trace's chain (read through message_chain_trace)."""
+    if not tail or tail == _ROOT:
+        return []
+    links = {node: (prev, block) for node, prev, block in con.execute(TRACE_CHAIN, [trace_id]).fetchall()}
+    blocks: list[str] = []
+    node = tail
+    while node != _ROOT:
+        node, block = links[node]
+        blocks.append(block)
+    blocks.reverse()
+    return blocks
+
+
+def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> CapturedTurn | None:
+    """The exact request and response captured for one model-call span, or None if neither was.
 
     A span that captured none but reports a billed call another span captured
     (``ledger.dedup``: the SDK's own span beside an instrumentation's) gives that one's.
@@ -120,25 +258,30 @@ def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) ->
         row = _context_row(con, trace_id, span_id)
         if row is None:
             return None
-    envelope, system, tools, tail = json.loads(row[0]), row[1], row[2], row[3]
-    message_blocks: list[str] = []
-    if tail and tail != _ROOT:
-        links = {
-            node: (prev, block)
-            for node, prev, block in con.execute(
-                "SELECT node, prev, block FROM message_chain WHERE trace_id = ?", [trace_id]
-            ).fetchall()
-        }
-        node = tail
-        while node != _ROOT:
-            node, block = links[node]
-            message_blocks.append(block)
-        message_blocks.reverse()
-    bodies = _bodies(con, [h for h in (system, tools, *message_blocks) if h])
+    envelope, system, tools, tail, response_refs = json.loads(row[0]), row[1], row[2], row[3], row[4]
+    message_blocks = _message_blocks(con, trace_id, tail)
+    refs: Refs = json.loads(response_refs) if response_refs else {}
+    bodies = _bodies(con, [h for h in (system, tools, *message_blocks, *_ref_hashes(refs)) if h])
+    response = captured_response(_resolved(refs, bodies), llm_span=True) if refs else None
+    if envelope is None:
+        return CapturedTurn(None, response)
     parts: dict[str, Callable[[], Any]] = {
         "system": lambda: bodies[system] if system else None,
         "tools": lambda: bodies[tools] if tools else None,
         "messages": lambda: [bodies[b] for b in message_blocks],
     }
     fields = envelope["fields"]
-    return {k: parts[k]() if k in parts else fields[k] for k in envelope["order"]}
+    request = {k: parts[k]() if k in parts else fields[k] for k in envelope["order"]}
+    return CapturedTurn(request, response)
+
+
+def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> dict[str, Any] | None:
+    """The exact request payload captured for one model-call span, or None if none was (``load_turn``)."""
+    turn = load_turn(con, trace_id, span_id)
+    return turn.request if turn is not None else None
+
+
+def load_response(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> Any:
+    """What the model answered on one model-call span (its output messages), or None if not captured."""
+    turn = load_turn(con, trace_id, span_id)
+    return turn.response if turn is not None else None

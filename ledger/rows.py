@@ -22,7 +22,7 @@ import pyarrow as pa
 from . import conventions as c
 from . import terms
 from .billed import call_copy_row
-from .captured import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, OPENINFERENCE_REQUEST, captured_payload
+from .captured import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, OPENINFERENCE_REQUEST, captured_payload, content_keys
 from .content import ContextRows
 from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import model_call, tenant_of
@@ -34,7 +34,7 @@ from .tables import table
 __all__ = ["MAX_ATTRIBUTE_CHARS", "PreparedBatch", "Rows", "default_prices", "prepare"]
 
 # Attribute values longer than this are cut (the original length is noted in
-# the value). Captured request payloads are exempt: they go to the content store.
+# the value). Captured content is exempt: it goes to the content store.
 MAX_ATTRIBUTE_CHARS = 16_384
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -82,26 +82,28 @@ def _utf8(text: str) -> bool:
 class _AttributePlan:
     """What ingest does with one set of attribute keys."""
 
-    moved: tuple[str, ...]  # captured request content: it lives in the content store instead
+    moved: tuple[str, ...]  # captured content of every kind: it lives in the content store instead
     may_capture: bool  # a captured payload can be rebuilt from these keys
+    outputs: tuple[str, ...]  # what the model answered (ledger.captured.content_keys)
+    tools: tuple[str, ...]  # a tool's (or another step's) input and output
 
 
 @lru_cache(maxsize=4096)
-def _attribute_plan(keys: tuple[str, ...], llm_span: bool, captured: bool = True) -> _AttributePlan:
+def _attribute_plan(keys: tuple[str, ...], openinference_kind: str | None) -> _AttributePlan:
     """Decided once per key set: the spans of one instrumentation share a handful of them.
 
-    ``llm_span``: an OpenInference LLM span, whose ``input.value`` IS the request.
-    ``captured=False``: the content could not be stored as a payload, so it stays
-    among the attributes (redacted and cut like any other value).
+    ``openinference_kind``: on an OpenInference LLM span ``input.value`` IS the request.
     """
-    moved = [
+    llm_span = openinference_kind == "LLM"
+    request = [
         key
         for key in keys
         if key in CONTENT_ATTRIBUTES or OPENINFERENCE_MESSAGE.match(key) or (llm_span and key in OPENINFERENCE_REQUEST)
     ]
+    outputs, tools = content_keys(keys, openinference_kind)
     # input.value can hold the request on a GenAI "chat" span too (captured_payload reads it there)
-    may_capture = bool(moved) or "input.value" in keys
-    return _AttributePlan(tuple(moved) if captured else (), may_capture)
+    may_capture = bool(request) or "input.value" in keys
+    return _AttributePlan((*request, *outputs, *tools), may_capture, outputs, tools)
 
 
 def _truncated(value: Any) -> Any:
@@ -183,13 +185,14 @@ def _text(value: Any) -> str | None:
 
 # Each table's row, column by column: a Python expression over the row function's parameters.
 _SPAN_ROW = table("spans").compile_row(
-    "s, tenant, operation, attributes, resource, events, links, ingested_at",
+    "s, tenant, operation, attributes, resource, events, links, ingested_at, content_refs",
     {
         "trace_id": "s.trace_id", "span_id": "s.span_id", "parent_span_id": "s.parent_span_id", "name": "s.name",
         "kind": "s.kind", "operation": "operation", "tenant": "tenant", "start_time": "s.start_ns",
         "end_time": "s.end_ns", "status_code": "s.status_code", "status_message": "s.status_message",
         "attributes": "attributes", "resource": "resource", "events": "events", "scope_name": "s.scope_name",
         "scope_version": "s.scope_version", "ingested_at": "ingested_at", "links": "links",
+        "content_refs": "content_refs",
     },
 )  # fmt: skip
 _GUARD_EVENT_ROW = table("guard_events").compile_row(
@@ -226,6 +229,7 @@ def _charge_row(_terms: tuple[terms.PriceTerm, ...]) -> Callable[..., tuple[Any,
 
 
 _NOT_A_PAYLOAD: dict[str, Any] = {}  # a sentinel: the span carries content, but no payload
+_NOT_STORED = "\0not stored"  # a sentinel: the span's content rows could not be built (flagged)
 
 
 class _RowBuilder:
@@ -294,8 +298,8 @@ class _RowBuilder:
 
     def add(self, received: SpanRecord) -> None:
         """Every row of one span, or (raising) none: rows are appended only once all are built."""
-        llm_span = received.attributes.get(_OPENINFERENCE_KIND) == "LLM"
-        plan = _attribute_plan(tuple(received.attributes), llm_span)
+        kind = received.attributes.get(_OPENINFERENCE_KIND)
+        plan = _attribute_plan(tuple(received.attributes), kind if isinstance(kind, str) else None)
         s = self._redacted(received, plan.moved)  # what every row below is built from
         tenant = tenant_of(s)
         events = "[]"
@@ -314,16 +318,17 @@ class _RowBuilder:
             copy = call_copy_row(s, call)
         resource, operation = self._resource(s.resource), _operation(s)
         flagged = len(self.flagged)
+        content_refs: str | None = None
         try:
             # The content store redacts the payload block by block, so it is read as received.
             payload = self._payload(received) if plan.may_capture or received.events else None
             if payload is _NOT_A_PAYLOAD:
-                payload = None
                 stored = self._kept_content(received)
             else:
                 stored = _stored_attributes(s.attributes, plan.moved)
-            if payload is not None and not self._add_context(s, payload):  # the last step that can fail
-                stored = self._kept_content(received)
+                content_refs = self._add_content(received, payload, plan, model_call=call is not None)
+                if content_refs is _NOT_STORED:  # the last step that can fail
+                    stored, content_refs = self._kept_content(received), None
         except BaseException:
             del self.flagged[flagged:]  # the span is rejected: nothing of it is kept, notes included
             raise
@@ -332,7 +337,7 @@ class _RowBuilder:
             if s.links
             else "[]"
         )
-        self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, links, self.now_us))
+        self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, links, self.now_us, content_refs))
         self.events += guard_rows
         if call is not None and charge is not None and copy is not None:
             if priced.unpriced:
@@ -366,12 +371,28 @@ class _RowBuilder:
             return _NOT_A_PAYLOAD
         return payload
 
-    def _add_context(self, s: SpanRecord, payload: dict[str, Any]) -> bool:
-        """Add a payload's content rows, all or none (False, flagged, when they cannot be built)."""
+    def _add_content(
+        self, s: SpanRecord, payload: dict[str, Any] | None, plan: _AttributePlan, *, model_call: bool
+    ) -> str | None:
+        """Add a span's content rows, all or none; returns its ``spans.content_refs`` (None: nothing
+        referenced there), or ``_NOT_STORED`` (flagged) when they cannot be built.
+
+        A model call's request and answer go to its ``contexts`` row; a tool's arguments and
+        result (and the output of a span that is no model call) are referenced from the span.
+        """
+        a = s.attributes
+        outputs = {k: a[k] for k in plan.outputs}
+        apart = {k: a[k] for k in plan.tools}
+        if outputs and payload is None and not model_call:
+            apart, outputs = {**outputs, **apart}, {}
+        if payload is None and not outputs and not apart:
+            return None
         ctx = self.contexts
         blocks, nodes, contexts = len(ctx.blocks), len(ctx.nodes), len(ctx.contexts)
         try:
-            ctx.add(s.trace_id, s.span_id, payload)
+            if payload is not None or outputs:
+                ctx.add(s.trace_id, s.span_id, payload, outputs)
+            return ctx.refs(apart) if apart else None
         except Exception as exc:  # e.g. nested past what the JSON serializers take
             # Entries are only ever added, so the last ones added are this payload's.
             while len(ctx.blocks) > blocks:
@@ -380,8 +401,7 @@ class _RowBuilder:
                 ctx.nodes.popitem()
             del ctx.contexts[contexts:]
             self._flag_content(s, f"{type(exc).__name__}: {str(exc)[:80]}")
-            return False
-        return True
+            return _NOT_STORED
 
     def by_table(self) -> dict[str, Rows]:
         ctx = self.contexts

@@ -296,6 +296,17 @@ def _v6_invalid_usage(con: duckdb.DuckDBPyConnection) -> None:
     _alter_indexed(con, "runs", _add_not_null("runs", "invalid_usage_calls", "INTEGER", "0"))
 
 
+def _v10_content_refs(con: duckdb.DuckDBPyConnection) -> None:
+    """Responses, tool arguments and results leave the span's attributes for the content store
+    (``ledger.content``): a span keeps references to them, a model call's answer hangs off its
+    contexts row. Rebuilding a turn reads its trace's rows through single-column indexes (DuckDB
+    uses no composite key for a lookup), so its cost follows the run's size, not the ledger's."""
+    _alter_indexed(con, "spans", ["ALTER TABLE spans ADD COLUMN content_refs JSON"])
+    _alter_indexed(con, "contexts", ["ALTER TABLE contexts ADD COLUMN response JSON"])
+    _execute(con, "CREATE INDEX contexts_trace ON contexts (trace_id)")
+    _execute(con, "CREATE INDEX message_chain_trace ON message_chain (trace_id)")
+
+
 def _v12_step_cap_and_enabled(con: duckdb.DuckDBPyConnection) -> None:
     """A step-cap halt is the harness's step limit, not the loop detector: runs count it apart
     (``step_cap_halts``) and ``loop_trips`` no longer includes it. A budget rule can be
@@ -318,6 +329,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (6, "invalid usage flag", _v6_invalid_usage),
     (7, "one charge per billed call", _V7_CALL_COPIES),
     (9, "span links", "ALTER TABLE spans ADD COLUMN links JSON DEFAULT '[]'"),
+    (10, "content references and trace indexes", _v10_content_refs),
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
 ]
 

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
+    from .content import CapturedTurn
+
 __all__ = ["ConnectionSource", "FileSource", "Source", "SourceSpec", "source_spec"]
 
 
@@ -54,6 +56,10 @@ class Source(Protocol):
         ...
 
     def context(self, trace_id: str, span_id: str) -> dict[str, Any] | None: ...
+
+    def turn(self, trace_id: str, span_id: str) -> CapturedTurn | None:
+        """One model call's captured request and response (``ledger.content.load_turn``)."""
+        ...
 
     def budgets(self) -> list[dict[str, Any]]:
         """Every budget rule as it stands now (``ledger.budgets.service.budget_statuses``)."""
@@ -93,6 +99,12 @@ class _CursorSource(ABC):
 
         with self.cursor() as cur:
             return load_context(cur, trace_id, span_id)
+
+    def turn(self, trace_id: str, span_id: str) -> CapturedTurn | None:
+        from .content import load_turn
+
+        with self.cursor() as cur:
+            return load_turn(cur, trace_id, span_id)
 
     def budgets(self) -> list[dict[str, Any]]:
         from .budgets.service import budget_statuses

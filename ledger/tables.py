@@ -121,7 +121,8 @@ def _later_terms() -> tuple[Column, ...]:
 
 # Columns later migrations appended (after the terms' columns of migration 5), in migration order.
 _APPENDED = {
-    "spans": _columns("links JSON"),  # 9: the span's links, their attributes redacted
+    "spans": _columns("links JSON, content_refs JSON"),  # 9: links, redacted; 10: references to moved content
+    "contexts": _columns("response JSON"),  # 10: references to what the model answered (ledger.content)
     "charges": _columns("invalid_usage BOOLEAN"),  # 6: usage that could not be taken as reported
     "runs": _columns("invalid_usage_calls INTEGER, step_cap_halts INTEGER"),  # 6, 12
 }
@@ -177,7 +178,7 @@ def _declare(name: str) -> tuple[Column, ...]:
         "guard_events": _GUARD_EVENTS,
         "content_blocks": _CONTENT_BLOCKS,
         "message_chain": _MESSAGE_CHAIN,
-        "contexts": _CONTEXTS,
+        "contexts": (*_CONTEXTS, *_APPENDED["contexts"]),
         "call_copies": _CALL_COPIES,
     }
     return fixed[name]

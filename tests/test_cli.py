@@ -109,7 +109,7 @@ def test_context_prints_the_exact_captured_payload(tmp_path, capsys):
     trace_id = spans[0].trace_id
     chats = [s for s in spans if s.name.startswith("chat")]
     sent = json.loads(chats[2].attributes["turnledger.request.body"])
-    assert main(["context", trace_id[:10], "--turn", "3", "--db", str(db)]) == 0
+    assert main(["context", trace_id[:10], "--turn", "3", "--show", "request", "--db", str(db)]) == 0
     assert json.loads(capsys.readouterr().out) == sent
     assert main(["context", trace_id, "--db", str(db)]) == 0
     listing = capsys.readouterr().out

@@ -50,9 +50,16 @@ _RUN_ID_HELP = (
 
 
 def add_context(p: argparse.ArgumentParser) -> None:
-    """Print the exact request payload of a run's turn."""
+    """Print the exact request payload and response of a run's turn."""
     p.add_argument("trace_id", metavar="ID", help=_RUN_ID_HELP)
     p.add_argument("--turn", type=int, default=None, help="model call number, 1-based (default: list the turns)")
+    p.add_argument(
+        "--show",
+        choices=_SHOW,
+        default="both",
+        help="with --turn: the request as sent, the response as answered, or both as "
+        '{"request": ..., "response": ...} (default: both)',
+    )
     add_source(p)
 
 
@@ -90,9 +97,31 @@ def cmd_context(a: argparse.Namespace) -> int:
                     f"   cache: {check.status} ({check.note})"
                 )
             return 0
-        payload = _turn_payload(source, trace_id, turns, a.turn)
-    print(json.dumps(payload, indent=2, ensure_ascii=False))
+        doc = _turn_document(source, trace_id, turns, a.turn, a.show)
+    print(json.dumps(doc, indent=2, ensure_ascii=False))
     return 0
+
+
+_SHOW = ("request", "response", "both")
+
+
+def _turn_document(source: Source, trace_id: str, turns: pd.DataFrame, turn: int, show: str) -> Any:
+    """What ``context --turn N --show …`` prints; an actionable error when that part was not captured."""
+    if show == "request":
+        return _turn_payload(source, trace_id, turns, turn)
+    _check_turn(trace_id, turns, turn)
+    captured = source.turn(trace_id, str(turns.iloc[turn - 1]["span_id"]))
+    request, response = (captured.request, captured.response) if captured is not None else (None, None)
+    if show == "response":
+        if response is None:
+            raise ContextNotCaptured(
+                f"turn {turn} of run {trace_id} was recorded without its response: the producer captured no "
+                "output messages (ours does with TURNLEDGER_CAPTURE=redacted, the default)."
+            )
+        return response
+    if request is None and response is None:
+        _turn_payload(source, trace_id, turns, turn)  # raises the not-captured error
+    return {"request": request, "response": response}
 
 
 # --- diff --------------------------------------------------------------------------------------
@@ -155,10 +184,14 @@ def _run_turns(source: Source, trace_prefix: str) -> tuple[str, pd.DataFrame]:
     return trace_id, turns
 
 
-def _turn_payload(source: Source, trace_id: str, turns: pd.DataFrame, turn: int) -> dict[str, Any]:
-    """The captured request payload of a turn; an actionable error when out of range or not captured."""
+def _check_turn(trace_id: str, turns: pd.DataFrame, turn: int) -> None:
     if not 1 <= turn <= len(turns):
         raise UnknownRun(f"run {trace_id} has turns 1..{len(turns)}; turn {turn} is out of range")
+
+
+def _turn_payload(source: Source, trace_id: str, turns: pd.DataFrame, turn: int) -> dict[str, Any]:
+    """The captured request payload of a turn; an actionable error when out of range or not captured."""
+    _check_turn(trace_id, turns, turn)
     payload = source.context(trace_id, str(turns.iloc[turn - 1]["span_id"]))
     if payload is None:
         raise ContextNotCaptured(

@@ -8,6 +8,7 @@ Endpoints (all JSON errors are ``{"error": "..."}``):
                                       ``?format=json`` for a JSON array of row objects
 ``GET /api/queries``                  the registered queries and their parameters
 ``GET /api/context/{trace}/{span}``   the captured request payload of one model call
+``GET /api/turn/{trace}/{span}``      one model call's request and response (``{request, response}``)
 ``POST /v1/budgets/check``            the harness's gate: may a model call in this scope go ahead?
 ``GET|POST /api/budgets``             budget rules with their current level; add one
 ``GET|POST|DELETE /api/budgets/{rule}`` one rule's figures and alerts; edit it; remove it
@@ -271,6 +272,8 @@ class _Handler:
             return await run_in_threadpool(routes.query, c, parts[2], args)
         if len(parts) == 4 and parts[:2] == ["api", "context"]:
             return await run_in_threadpool(routes.context, c, parts[2].lower(), parts[3].lower())
+        if len(parts) == 4 and parts[:2] == ["api", "turn"]:
+            return await run_in_threadpool(routes.turn, c, parts[2].lower(), parts[3].lower())
         return routes.error_reply(404, f"no endpoint GET {path}; see GET /")
 
     # --- bodies ---------------------------------------------------------------------------

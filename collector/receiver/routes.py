@@ -14,14 +14,14 @@ import importlib.metadata
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from collector.otlp import RequestTooLarge
-from ledger.content import load_context
+from ledger.content import CapturedTurn, load_turn
 from ledger.errors import MalformedInput
 
 from . import budget_routes
@@ -50,6 +50,7 @@ __all__ = [
     "otlp_error",
     "query",
     "submit",
+    "turn",
 ]
 
 log = logging.getLogger("turnledger.server")
@@ -61,6 +62,7 @@ ENDPOINTS = {
     "GET /api/queries": "the named queries and their parameters",
     "GET /api/query/{name}": "run a named query; Arrow IPC stream, or ?format=json",
     "GET /api/context/{trace_id}/{span_id}": "the captured request payload of one model call",
+    "GET /api/turn/{trace_id}/{span_id}": "one model call's captured request and response ({request, response})",
     "POST /v1/budgets/check": "may a model call in this scope go ahead? (a CallScope in, a Decision out)",
     "GET /api/budgets": "budget rules with their current value and level",
     "POST /api/budgets": "add a budget rule (JSON: name, limit, scope, window, metric, soft_fraction, ...)",
@@ -260,14 +262,27 @@ def query(c: CollectorServer, name: str, args: dict[str, list[str]]) -> Reply:
 
 
 def context(c: CollectorServer, trace_id: str, span_id: str) -> Reply:
+    """The captured request payload of one model call."""
+    return _captured(c, trace_id, span_id, lambda t: t.request, "context")
+
+
+def turn(c: CollectorServer, trace_id: str, span_id: str) -> Reply:
+    """One model call's captured request and response."""
+    return _captured(
+        c, trace_id, span_id, lambda t: {"request": t.request, "response": t.response}, "request or response"
+    )
+
+
+def _captured(c: CollectorServer, trace_id: str, span_id: str, part: Callable[[CapturedTurn], Any], what: str) -> Reply:
     try:
         with c.readers.connection() as cur:
-            payload = load_context(cur, trace_id, span_id)
+            captured = load_turn(cur, trace_id, span_id)
     except ReaderBusy as exc:
         return _busy(exc)
-    if payload is None:
-        return error_reply(404, f"no captured context for trace {trace_id!r} span {span_id!r}")
-    return json_reply(200, payload)
+    doc = part(captured) if captured is not None else None
+    if doc is None:
+        return error_reply(404, f"no captured {what} for trace {trace_id!r} span {span_id!r}")
+    return json_reply(200, doc)
 
 
 # --- budgets (the harness's gate, and `turnledger budget`/`alerts` while we own the file) ----

@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard import ui
 from dashboard.analysis import payload_components
-from dashboard.loaders import context, load
+from dashboard.loaders import context, load, response
 from dashboard.pricebook import cache_minimum
 from dashboard.ui import ALL, count, first_row, metric, pct, usd
 from dashboard.views import waterfall
@@ -310,6 +310,12 @@ def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:
             icon=":material/download:",
             key="download_ctx",
         )
+        answer = response(trace_id, str(row["span_id"]))
+        st.caption(f"What the model answered on turn {turn} (after redaction), stop reason included.")
+        if answer is None:
+            st.info("No response was captured for this call.", icon=":material/visibility_off:")
+        else:
+            st.code(payload_json(answer), language="json", wrap_lines=True, height=300)
 
     st.subheader("What changed between two turns", anchor=False)
     st.caption(

@@ -21,8 +21,21 @@ __all__ = [
 ]
 
 _TOOL_NAME = f"json_extract_string(s.attributes, '$.\"{c.TOOL_NAME}\"')"
-_TOOL_RESULT = f"json_extract_string(s.attributes, '$.\"{c.TOOL_CALL_RESULT}\"')"
-_TOOL_ARGUMENTS = f"json_extract_string(s.attributes, '$.\"{c.TOOL_CALL_ARGUMENTS}\"')"
+
+
+def _tool_content(key: str) -> str:
+    """A tool span's argument or result text, wherever ingest keeps it (``ledger.content``): inline
+    among the attributes (older ledgers), inline in its references, or in a content block."""
+    path = f"'$.\"{key}\"'"
+    block = f"(SELECT json_extract_string(b.body, '$') FROM content_blocks b WHERE b.hash = json_extract_string(s.content_refs, {path}))"
+    return (
+        f"coalesce(json_extract_string(s.attributes, {path}), "
+        f"json_extract_string(s.content_refs, '$.\"{key}\".v'), {block})"
+    )
+
+
+_TOOL_RESULT = _tool_content(c.TOOL_CALL_RESULT)
+_TOOL_ARGUMENTS = _tool_content(c.TOOL_CALL_ARGUMENTS)
 _SOFT_FAILURE = f"coalesce(json_extract_string(s.attributes, '$.\"{c.TOOL_SOFT_FAILURE}\"') = 'true', FALSE)"
 _FIND_ORDER = {"recent": "started_at DESC, trace_id", "cost": "usd_total DESC, trace_id"}
 

@@ -87,7 +87,7 @@ def test_reads_through_the_server_print_what_the_file_gives_after_it_stops(ledge
     # The outputs say something: the figures and payloads of the runs asked for.
     report = json.loads(served[READS[1]])
     assert report["runs"] > 0 and len(report["long_tail"]) <= 3
-    assert json.loads(served[READS[3]])["model"] == "claude-opus-5"
+    assert json.loads(served[READS[3]])["request"]["model"] == "claude-opus-5"
     # The cache verdicts, in the run explorer's words (ledger.cache_diagnosis).
     assert "cache: written (wrote 6,100 tokens to the cache)" in served[READS[2]]
     assert "turn 3 cache: broken (broken by system[0].text" in served[READS[4]]

@@ -14,7 +14,7 @@ from decimal import Decimal
 import pytest
 
 from ledger import normalize as n
-from ledger.content import load_context
+from ledger.content import load_context, trace_attributes
 from ledger.ingest import ingest
 from ledger.spans import SpanEvent, SpanRecord
 from ledger.store import open_ledger
@@ -235,4 +235,20 @@ def test_openinference_input_value_is_the_request_on_llm_spans_only():
     assert payload == {**request, "messages": [{"role": "user", "content": "[REDACTED:email]"}]}  # exact, redacted
     assert "input.value" not in stored  # moved to the content store, not kept raw beside it
     _, _, tool = charge({"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": '{"q": 1}'})
-    assert tool["input.value"] == '{"q": 1}'  # a tool's input is not request content: it stays
+    assert "input.value" not in tool  # a tool's input is content of its own: stored apart, referenced
+    con = open_ledger(":memory:")
+    ingest(
+        con,
+        [
+            SpanRecord(
+                TRACE,
+                SPAN,
+                "tool",
+                T0,
+                T0 + MS,
+                attributes={"openinference.span.kind": "TOOL", "input.value": '{"q": 1}'},
+            )
+        ],
+    )
+    assert load_context(con, TRACE, SPAN) is None  # not request content
+    assert trace_attributes(con, TRACE)[SPAN]["input.value"] == '{"q": 1}'  # rebuilt exactly

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 from datetime import datetime
 
@@ -13,7 +14,7 @@ import pytest
 from collector.client import ServerClient
 from collector.receiver import CollectorServer, ServerConfig
 from ledger import queries as q
-from ledger.content import load_context
+from ledger.content import load_context, load_turn
 from ledger.errors import ServerError
 
 from .conftest import ROOT, count, otlp_json, post_otlp, request, run_spans, wait_until
@@ -201,3 +202,18 @@ def test_queries_keep_answering_while_spans_stream_in_and_every_acknowledged_run
     assert not query_errors, query_errors[:3]
     assert answered_while_streaming[-1] > answered_while_streaming[0]  # the dashboards were answered meanwhile
     assert client.query("cost_per_run")["runs"][0] == 20 * 5  # every run once
+
+
+def test_turn_endpoint_returns_request_and_response_as_the_file_does(server):
+    spans = run_spans("answered", turns=2)
+    answer = [{"role": "assistant", "content": [{"type": "text", "text": "done " * 300}], "finish_reason": "end_turn"}]
+    chat = next(s for s in spans if s.name.startswith("chat"))
+    chat.attributes["gen_ai.output.messages"] = json.dumps(answer)
+    assert post_otlp(server.url, otlp_json(spans)).status == 200
+    client = ServerClient(server.url)
+    turn = client.turn(chat.trace_id, chat.span_id)
+    with server.readers.connection() as cur:
+        assert turn == load_turn(cur, chat.trace_id, chat.span_id)
+    assert turn is not None and turn.response == answer and turn.request is not None
+    assert client.turn(chat.trace_id, "0" * 16) is None
+    assert request(f"{server.url}/api/turn/{chat.trace_id}/{'0' * 16}").status == 404

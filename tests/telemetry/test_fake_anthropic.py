@@ -163,12 +163,19 @@ def test_context_returns_exactly_the_request_body_the_server_received(
     with open_ledger(db, read_only=True) as con:
         traces = _trace_ids(con)
     for trace_id, exchanges in zip(traces, ledgers["exchanges"], strict=True):
-        received = [e.body for e in exchanges if e.status == 200]  # the attempt each turn ended with
-        for turn, body in enumerate(received, 1):
+        answered = [e for e in exchanges if e.status == 200]  # the attempt each turn ended with
+        for turn, exchange in enumerate(answered, 1):
             out = io.StringIO()
             with redirect_stdout(out):
                 assert main(["context", trace_id, "--turn", str(turn), "--db", db]) == 0
-            assert json.loads(out.getvalue()) == body
+            shown = json.loads(out.getvalue())
+            message = exchange.response
+            answer = [{"role": "assistant", "content": message["content"], "finish_reason": message["stop_reason"]}]
+            assert shown["request"] == exchange.body  # the SDK orders a request's keys its own way
+            assert shown["response"] == answer  # what the server answered, its stop reason included
+            if turn < len(answered):  # and, key order included, the message the next request re-sends
+                resent = {k: v for k, v in shown["response"][0].items() if k != "finish_reason"}
+                assert json.dumps(resent) in json.dumps(answered[turn].body["messages"])
         # The failed first attempt's payload was captured too, and it is the one the server saw.
         if exchanges[0].status != 200:
             with open_ledger(db, read_only=True) as con:

@@ -1,7 +1,8 @@
 """What content goes on spans, and in what form: the redaction layer at the producer.
 
-Three things carry content: the exact request payload of each model-call attempt
-(``turnledger.request.body``), tool arguments and tool results. All three pass
+Four things carry content: the exact request payload of each model-call attempt
+(``turnledger.request.body``), what the model answered (``gen_ai.output.messages``),
+tool arguments and tool results. All four pass
 through :class:`Capture`, whose mode comes from ``TURNLEDGER_CAPTURE``
 (``ledger.settings.capture_mode``):
 
@@ -9,7 +10,7 @@ through :class:`Capture`, whose mode comes from ``TURNLEDGER_CAPTURE``
   (``ledger.redact``, the policy ingest applies: by field name and by pattern)
   before anything reaches a span;
 * ``full``: content as is (a deliberate choice, for a developer's own machine);
-* ``off``: no content at all: no request payload, no tool arguments or results,
+* ``off``: no content at all: no request payload, no answer, no tool arguments or results,
   only their sizes and flags (a soft failure is still flagged).
 
 Every turn re-sends the whole history, so redacting each payload from scratch
@@ -156,6 +157,14 @@ class Capture:
         text = _dumps(value)
         # The policy's block cache: the history is re-sent every turn.
         return explicit_policy().block(text) if self.mode == "redacted" else text
+
+    def output_messages(self, content: Sequence[Any], finish_reason: str) -> str | None:
+        """What the model answered, as ``gen_ai.output.messages`` JSON (one assistant message:
+        the content blocks as the API returned them, like the request's messages, and its
+        ``finish_reason``), redacted like the request; None when capture is off."""
+        if self.mode == "off":
+            return None
+        return "[" + self._block({"role": "assistant", "content": list(content), "finish_reason": finish_reason}) + "]"
 
     def tool_arguments(self, args: Mapping[str, Any]) -> str | None:
         """Arguments as JSON (keys sorted, so the same call always reads the same), or None."""

@@ -302,6 +302,12 @@ class OTelObserver(Observer):
                 attrs[c.FINISH_REASONS] = [outcome.stop_reason]
             if outcome.response is not None and outcome.response.response_id:
                 attrs[c.RESPONSE_ID] = outcome.response.response_id
+            if outcome.response is not None:
+                answer = self.capture.output_messages(
+                    outcome.response.assistant_content, outcome.stop_reason or outcome.response.stop_reason
+                )
+                if answer is not None:
+                    attrs[c.OUTPUT_MESSAGES] = answer
             span.set_attributes(attrs)
         else:
             attrs[c.ERROR_TYPE] = outcome.error_type or "error"

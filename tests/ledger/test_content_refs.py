@@ -1,0 +1,191 @@
+"""Responses and tool content in the content store: exact rebuild, redaction, dedup, old ledgers, indexes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ledger import queries as q
+from ledger import schema
+from ledger.content import (
+    BLOCKS,
+    INLINE_CHARS,
+    TRACE_CHAIN,
+    TRACE_CONTEXTS,
+    ContextRows,
+    load_context,
+    load_response,
+    trace_attributes,
+)
+from ledger.ingest import ingest
+from ledger.spans import SpanRecord
+from ledger.store import open_ledger
+from tests.ledger.test_billed_once import charges, official_span, sdk_span
+
+T0 = 1_790_000_000_000_000_000
+MS = 1_000_000
+TRACE, CHAT, TOOL = "a" * 32, "b" * 16, "c" * 16
+CHAT_ATTRS = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic", "gen_ai.request.model": "claude-sonnet-5",
+              "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 20}  # fmt: skip
+ANSWER = [{"role": "assistant", "content": [{"type": "text", "text": "Rolled over: " + "five days " * 20},
+           {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"who": "alice", "n": 2}}],
+           "finish_reason": "tool_use"}]  # fmt: skip
+LONG_RESULT = "balance row " * (INLINE_CHARS // 8)
+
+
+def _span(span_id: str, attrs: dict[str, Any], name: str = "chat claude-sonnet-5") -> SpanRecord:
+    return SpanRecord(TRACE, span_id, name, T0, T0 + 50 * MS, "", "CLIENT", attributes=attrs)
+
+
+# Each third-party shape: (its output attributes, the response they stand for).
+SHAPES = {
+    "genai": ({"gen_ai.output.messages": json.dumps(ANSWER)}, ANSWER),
+    "openinference-flattened": (
+        {"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant",
+         "llm.output_messages.0.message.content": "It is " + "sunny " * 40},
+        [{"role": "assistant", "content": "It is " + "sunny " * 40}],
+    ),
+    "openinference-output-value": (
+        {"openinference.span.kind": "LLM", "output.mime_type": "application/json",
+         "output.value": json.dumps({"id": "msg_9", "content": [{"type": "text", "text": "hi " * 50}], "stop_reason": "end_turn"})},
+        {"id": "msg_9", "content": [{"type": "text", "text": "hi " * 50}], "stop_reason": "end_turn"},
+    ),
+    "traceloop": (
+        {"gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": "Done. " * 30,
+         "gen_ai.completion.0.finish_reason": "stop"},
+        [{"role": "assistant", "content": "Done. " * 30, "finish_reason": "stop"}],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_response_is_rebuilt_exactly_and_leaves_the_span_attributes(shape: str) -> None:
+    outputs, expected = SHAPES[shape]
+    attrs = {**CHAT_ATTRS, **outputs}
+    con = open_ledger(":memory:")
+    assert not ingest(con, [_span(CHAT, attrs)]).rejected
+    response = load_response(con, TRACE, CHAT)
+    assert json.dumps(response) == json.dumps(expected)  # equal, key order included
+    stored = json.loads(con.execute("SELECT attributes FROM spans").fetchone()[0])
+    moved = [k for k in outputs if k not in ("openinference.span.kind", "output.mime_type")]
+    assert not set(moved) & set(stored)  # only references stay with the span
+    restored = trace_attributes(con, TRACE)[CHAT]
+    assert {
+        k: json.loads(v) if k in ("gen_ai.output.messages", "output.value") else v for k, v in restored.items()
+    } == {k: json.loads(v) if k in ("gen_ai.output.messages", "output.value") else v for k, v in attrs.items()}
+
+
+def test_tool_arguments_and_results_are_content_addressed_each_distinct_block_once() -> None:
+    con = open_ledger(":memory:")
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+            "gen_ai.tool.call.arguments": '{"who": "alice"}', "gen_ai.tool.call.result": LONG_RESULT}  # fmt: skip
+    spans = [_span(TOOL, tool, "execute_tool lookup"), _span("d" * 16, tool, "execute_tool lookup")]
+    ingest(con, spans)
+    blocks = con.execute("SELECT count(*) FROM content_blocks WHERE body = ?", [json.dumps(LONG_RESULT)]).fetchone()
+    assert blocks == (1,)  # two spans, one block
+    for span_id in (TOOL, "d" * 16):
+        assert trace_attributes(con, TRACE)[span_id] == tool
+    tree = q.run(con, q.run_trace_tree(TRACE))
+    assert tree["tool_result"].tolist() == [LONG_RESULT, LONG_RESULT]
+    assert tree["tool_arguments"].tolist() == ['{"who": "alice"}'] * 2
+
+
+def test_our_answer_and_the_next_request_share_the_message_block() -> None:
+    rows = ContextRows()
+    message = {"role": "assistant", "content": [{"type": "text", "text": "x" * 200}]}
+    rows.add(TRACE, CHAT, None, {"gen_ai.output.messages": json.dumps([{**message, "finish_reason": "end_turn"}])})
+    rows.add(TRACE, "d" * 16, {"model": "m", "messages": [{"role": "user", "content": "q"}, message]})
+    # Two blocks: the user's message, and the answer stored once (its finish_reason beside the reference).
+    assert sorted(rows.blocks.values()) == sorted(
+        json.dumps(m, separators=(",", ":")) for m in (message, {"role": "user", "content": "q"})
+    )
+
+
+def test_secrets_in_a_response_and_a_tool_result_never_reach_the_database(db_path) -> None:
+    secret_key, email = "sk-ant-api03-SECRETSECRETSECRET123", "jane.doe@example.com"
+    answer = [{"role": "assistant", "content": [{"type": "text", "text": f"Use {secret_key} and mail {email}"}]}]
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.result": f"owner {email} " + "row " * 400,
+            "gen_ai.tool.call.arguments": json.dumps({"api_key": secret_key})}  # fmt: skip
+    con = open_ledger(db_path)
+    ingest(con, [_span(CHAT, {**CHAT_ATTRS, "gen_ai.output.messages": json.dumps(answer)}), _span(TOOL, tool)])
+    con.execute("CHECKPOINT")
+    shown = json.dumps([load_response(con, TRACE, CHAT), trace_attributes(con, TRACE)])
+    stored = json.dumps(con.execute("SELECT * FROM content_blocks").fetchall())
+    stored += json.dumps(con.execute("SELECT attributes, content_refs FROM spans").fetchall())
+    con.close()
+    raw = db_path.read_bytes()
+    for secret in (secret_key, email):
+        assert secret not in shown and secret not in stored and secret.encode() not in raw
+    assert "[REDACTED" in shown
+
+
+def test_two_copies_of_a_call_with_responses_are_charged_once_and_either_gives_the_answer() -> None:
+    con = open_ledger(":memory:")
+    sdk, official = sdk_span("1", "2"), official_span("1", "3", "2")
+    for span in (sdk, official):
+        span.attributes["gen_ai.output.messages"] = json.dumps(ANSWER)
+    ingest(con, [sdk, official])
+    assert len(charges(con)) == 1
+    assert (
+        load_response(con, sdk.trace_id, sdk.span_id)
+        == load_response(con, official.trace_id, official.span_id)
+        == ANSWER
+    )
+
+
+def test_a_ledger_from_before_migration_10_opens_and_rebuilds_its_old_contexts(db_path, monkeypatch) -> None:
+    payload = {"model": "m", "system": "be brief", "messages": [{"role": "user", "content": "hi"}]}
+    rows = ContextRows()
+    rows.add(TRACE, CHAT, payload)
+    old = [m for m in schema.MIGRATIONS if m[0] < 10]
+    with monkeypatch.context() as m:
+        m.setattr(schema, "MIGRATIONS", old)
+        con = open_ledger(db_path)
+        assert schema.schema_version(con) == 9
+        con.executemany("INSERT INTO content_blocks VALUES (?, ?)", list(rows.blocks.items()))
+        con.executemany(
+            "INSERT INTO message_chain VALUES (?, ?, ?, ?)", [(t, n, p, b) for (t, n), (p, b) in rows.nodes.items()]
+        )
+        con.executemany("INSERT INTO contexts VALUES (?, ?, ?, ?, ?, ?, ?)", [r[:-1] for r in rows.contexts])
+        con.execute(
+            "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_time, end_time, status_code, "
+            "attributes, ingested_at) VALUES (?, ?, '', 'execute_tool t', 'INTERNAL', make_timestamp_ns(?), "
+            "make_timestamp_ns(?), 'UNSET', ?, now())",
+            [TRACE, TOOL, T0, T0 + MS, json.dumps({"gen_ai.tool.call.result": "old inline result"})],
+        )
+        con.close()
+    con = open_ledger(db_path)  # migration 10 runs now
+    assert schema.schema_version(con) == max(v for v, _, _ in schema.MIGRATIONS)
+    assert load_context(con, TRACE, CHAT) == payload and load_response(con, TRACE, CHAT) is None
+    assert q.run(con, q.run_trace_tree(TRACE))["tool_result"].tolist() == ["old inline result"]
+    assert trace_attributes(con, TRACE)[TOOL] == {"gen_ai.tool.call.result": "old inline result"}
+
+
+def _plan(con, sql: str, params: list[Any]) -> str:  # type: ignore[no-untyped-def]
+    return str(con.execute("EXPLAIN ANALYZE " + sql, params).fetchall()[0][1])
+
+
+def test_a_turn_is_rebuilt_through_the_trace_indexes_not_a_table_scan() -> None:
+    """The lookups ``load_turn`` makes: each one an index scan, so its cost does not grow with the ledger."""
+    con = open_ledger(":memory:")
+    spans = [
+        _span(
+            f"{i:016x}",
+            {**CHAT_ATTRS, "turnledger.request.body": json.dumps({"messages": [{"role": "user", "content": str(i)}]})},
+        )
+        for i in range(1, 200)
+    ]
+    ingest(
+        con,
+        [
+            SpanRecord(f"{i:032x}", s.span_id, s.name, s.start_ns, s.end_ns, attributes=s.attributes)
+            for i, s in enumerate(spans, 1)
+        ],
+    )
+    trace = f"{7:032x}"
+    hashes = [h for (h,) in con.execute("SELECT hash FROM content_blocks LIMIT 3").fetchall()]
+    for sql, params in ((TRACE_CONTEXTS, [trace]), (TRACE_CHAIN, [trace]), (BLOCKS, [hashes])):
+        plan = _plan(con, sql, params)
+        assert "Index Scan" in plan and "Sequential Scan" not in plan, plan
