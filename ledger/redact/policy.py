@@ -22,6 +22,7 @@ import orjson
 
 from .detectors import DETECTORS, MIN_AWS_SECRET, MIN_NUMBER_DIGITS, MIN_WORD, Detector, TextView, marker
 from .keys import KeyRule
+from .prefilter import Prefilter
 
 __all__ = ["REDACTED", "Redactor"]
 
@@ -82,6 +83,7 @@ class Redactor:
         self._word_needles = needles_of("word", False)
         self._plan = tuple((d, d.group) for d in self.detectors)
         self._ungrouped = tuple(d for d in self.detectors if not d.group)
+        self._prefilter = Prefilter(self.detectors)
         self._texts: dict[str, str] = {}
         self.block = lru_cache(maxsize=16_384)(self._block)
 
@@ -118,6 +120,8 @@ class Redactor:
         return redacted if again is decoded else again
 
     def _scan(self, text: str) -> str:
+        if self._prefilter.clean(text):
+            return text
         original, view = text, TextView(text)
         gates = {group: self._gate(group, view) for group in _GROUPS}
         if not any(gates.values()) and not any(d.wanted(view) for d in self._ungrouped):

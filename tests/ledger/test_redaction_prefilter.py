@@ -1,0 +1,88 @@
+"""The one-pass pre-check (ledger.redact.prefilter) never spares a text a detector would change.
+
+Two properties over random mixes of the corpus's secrets, ordinary code and prose, and the
+characters where bytes and Python strings disagree (Kelvin sign, dotted capital I, Arabic
+digits, no-break spaces, lone surrogates, JSON escapes): a text the pre-check calls clean
+is one no detector wants; and a policy with the pre-check gives byte-identical output to
+the same policy scanning every text in full.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.redact import Redactor
+from ledger.redact.detectors import DETECTORS, Detector, TextView
+from ledger.redact.policy import _decoded
+from ledger.redact.prefilter import Prefilter
+from tests.redaction_corpus import SECRETS, ordinary_text
+
+# Characters whose lowercase, digit or space reading differs between str methods and bytes.
+_TRICKY = ["\u212a", "\u0130", "\u0131", "\u017f", "\u0663", "\u00a0", "\u2028", "\ud800", "É", "ß", "\\u0040", "\\/"]
+# The Kelvin sign lowers to k: the one non-ASCII character that lowers to an ASCII letter alone.
+_WORDS = ["\u212aey", "TO\u212aEN", "api_\u212aey=", "key", "token", "bearer", "basic", "pass", "=", ":", "@", "://", "-----", "AKIA", "eyJ", "xox", "4111"]  # fmt: skip
+
+
+def _pieces() -> list[str]:
+    text = ordinary_text()
+    rng = random.Random(13)
+    starts = [rng.randrange(len(text) - 400) for _ in range(300)]
+    return [text[s : s + rng.choice((8, 40, 120, 400))] for s in starts]
+
+
+PIECES = _pieces()
+
+
+def _full_scan() -> Redactor:
+    """The same policy with no pre-check: a detector of no known shape makes no text clean."""
+    policy = Redactor()
+    policy._prefilter = Prefilter([*DETECTORS, Detector("any", None)])
+    return policy
+
+
+def _mixes():
+    part = st.one_of(
+        st.sampled_from(PIECES),
+        st.sampled_from([s.text for s in SECRETS]),
+        st.sampled_from(_TRICKY + _WORDS),
+        st.text(alphabet="aB9 \t\n:=@-_./+()\"'\\", max_size=30),
+        st.text(max_size=12),
+    )
+    return st.lists(part, min_size=1, max_size=8).map("".join)
+
+
+FAST, FULL = Redactor(), _full_scan()
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mixes())
+def test_a_clean_text_is_one_no_detector_wants(text):
+    if FAST._prefilter.clean(text):
+        view = TextView(text)
+        assert not [d.kind for d in FAST.detectors if d.wanted(view)]
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mixes())
+def test_the_prefiltered_policy_redacts_exactly_as_the_full_scan(text):
+    assert FAST.text(text) == FULL.text(text)
+    assert FAST.value({"m": [text, {"k": text}]}) == FULL.value({"m": [text, {"k": text}]})
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=lambda s: f"{s.kind}:{s.text[:24]}")
+def test_no_corpus_secret_is_clean(secret):
+    for text in (secret.text, f"ünïcode {secret.text} text"):
+        # what an escape hides is read in the decoded text, which the policy scans too
+        assert not (FAST._prefilter.clean(text) and FAST._prefilter.clean(_decoded(text)))
+
+
+def test_most_ordinary_text_is_clean_and_an_extra_pattern_makes_none_clean():
+    clean = sum(map(FAST._prefilter.clean, PIECES))
+    assert clean > len(PIECES) // 3
+    extra = Redactor(extra_patterns={"employee_id": r"EMP-\d{6}"})
+    assert not any(map(extra._prefilter.clean, PIECES))
+    assert extra.text("badge EMP-123456") == "badge [REDACTED:employee_id]"
