@@ -50,6 +50,15 @@ class KeyRule:
         joined = "".join(words)
         return any(w in joined for w in self.words) or any(w.endswith(_TOKEN) or w in _EXACT_WORDS for w in words)
 
+    def sign(self) -> bytes:
+        """A Hyperscan pattern found in every ``key=value`` (or ``key: value``) of free text whose
+        key is secret-named: a secret word, its letters perhaps parted by ``_`` or ``-``, then more
+        key characters, a quote perhaps, and the ``:`` or ``=`` (``keys`` are ASCII there)."""
+        words = (*self.words, *_EXACT_WORDS, _TOKEN)
+        spelled = b"|".join(b"[_\\-]*".join(re.escape(ch).encode() for ch in w) for w in words if w)
+        found = b"(?i:%s)" % spelled if all(words) else b""  # an empty word is in every name
+        return found + b"[A-Za-z0-9_.\\-]*[\"']?[ \t]*[:=]"
+
 
 def _joined(word: str) -> str:
     return "".join(w.lower() for w in _WORD.findall(word))

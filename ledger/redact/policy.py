@@ -41,6 +41,8 @@ _GATED_CHARS = 256  # texts up to this long are first searched for any detector'
 _CACHED_CHARS = 512
 _GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
+# In a JSON text without a backslash every '"' opens or closes a string: the ones followed by ':' are keys.
+_JSON_KEY = re.compile(r'"([^"]*)"(?=\s*:)|"[^"]*"')
 
 
 def _decoded(text: str) -> str:
@@ -70,7 +72,11 @@ class Redactor:
         self.keys = KeyRule(extra_keys)
         extra = tuple(Detector(kind, re.compile(p)) for kind, p in (extra_patterns or {}).items())
         self.detectors = (
-            tuple(dataclasses.replace(d, find=self._key_values) if d.kind == "secret" else d for d in DETECTORS) + extra
+            tuple(
+                dataclasses.replace(d, find=self._key_values, sign=self.keys.sign()) if d.kind == "secret" else d
+                for d in DETECTORS
+            )
+            + extra
         )
 
         # Detectors are tried in groups that share a cheap gate, so most strings are spared a
@@ -216,6 +222,14 @@ class Redactor:
     def _block(self, raw: str) -> str:
         """One JSON text redacted (the content store's blocks; cached, since every turn
         re-sends the history and redacting it again would make ingest quadratic in turns)."""
+        if (
+            "\\" not in raw
+            and self._prefilter.clean(raw)
+            and not any(map(self.keys.is_secret, set(_JSON_KEY.findall(raw))))
+        ):
+            # Without escapes, each string of the JSON is a piece of its text, and a piece of a
+            # clean text is clean: with no secret-named key, walking the value would change nothing.
+            return raw
         try:
             value = orjson.loads(raw)  # ~2x the stdlib's speed
         except orjson.JSONDecodeError:  # what only the stdlib writes and reads (integers past 64 bits)
