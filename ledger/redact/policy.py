@@ -41,6 +41,7 @@ _GATED_CHARS = 256  # texts up to this long are first searched for any detector'
 _CACHED_CHARS = 512
 _GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 # In a JSON text without a backslash every '"' opens or closes a string: the ones followed by ':' are keys.
 _JSON_KEY = re.compile(r'"([^"]*)"(?=\s*:)|"[^"]*"')
 
@@ -91,6 +92,7 @@ class Redactor:
         self._ungrouped = tuple(d for d in self.detectors if not d.group)
         self._prefilter = Prefilter(self.detectors)
         self._texts: dict[str, str] = {}
+        self._plain_names: dict[tuple[str, ...], bool] = {}  # attribute names -> none is secret-named
         self.block = lru_cache(maxsize=16_384)(self._block)
 
     def is_secret_key(self, key: str) -> bool:
@@ -191,7 +193,7 @@ class Redactor:
 
     def attributes(self, attrs: dict[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
         """``attrs`` redacted by key and value; the keys in ``keep`` left as they are."""
-        if not self.enabled:
+        if not self.enabled or self._untouched(attrs, keep):
             return attrs
         out: dict[str, Any] | None = None
         secret, text, seen = self.keys.is_secret, self.text, self._texts
@@ -218,6 +220,22 @@ class Redactor:
                     out = dict(attrs)
                 out[key] = new
         return attrs if out is None else out
+
+    def _untouched(self, attrs: dict[str, Any], keep: Iterable[str]) -> bool:
+        """Whether ``attributes`` would leave ``attrs`` as they are, asked at once (a C loop, not a
+        Python one, per attribute): no secret-named key (remembered per set of names), scalar
+        values only, and their strings, joined, clean (a piece of a clean text is clean)."""
+        names = tuple(attrs)
+        plain = self._plain_names.get(names)
+        if plain is None:
+            if len(self._plain_names) >= _CACHE_ENTRIES:
+                self._plain_names.clear()
+            plain = self._plain_names[names] = not any(map(self.keys.is_secret, names))
+        values = [v for k, v in attrs.items() if k not in keep] if keep else attrs.values()
+        if not plain or not _SCALARS.issuperset(map(type, values)):
+            return False
+        joined = "\n".join([v for v in values if type(v) is str])
+        return "\\" not in joined and self._prefilter.clean(joined)  # an escape: each string is decoded
 
     def _block(self, raw: str) -> str:
         """One JSON text redacted (the content store's blocks; cached, since every turn
