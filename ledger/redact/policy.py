@@ -42,8 +42,6 @@ _CACHED_CHARS = 512
 _GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-# In a JSON text without a backslash every '"' opens or closes a string: the ones followed by ':' are keys.
-_JSON_KEY = re.compile(r'"([^"]*)"(?=\s*:)|"[^"]*"')
 
 
 def _decoded(text: str) -> str:
@@ -90,7 +88,8 @@ class Redactor:
         self._word_needles = needles_of("word", False)
         self._plan = tuple((d, d.group) for d in self.detectors)
         self._ungrouped = tuple(d for d in self.detectors if not d.group)
-        self._prefilter = Prefilter(self.detectors)
+        self._prefilter = Prefilter.of(self.detectors)
+        self._json_keys = Prefilter([self.keys.json_sign()])  # clean: no secret-named key in a JSON text
         self._texts: dict[str, str] = {}
         self._plain_names: dict[tuple[str, ...], bool] = {}  # attribute names -> none is secret-named
         self.block = lru_cache(maxsize=16_384)(self._block)
@@ -240,11 +239,7 @@ class Redactor:
     def _block(self, raw: str) -> str:
         """One JSON text redacted (the content store's blocks; cached, since every turn
         re-sends the history and redacting it again would make ingest quadratic in turns)."""
-        if (
-            "\\" not in raw
-            and self._prefilter.clean(raw)
-            and not any(map(self.keys.is_secret, set(_JSON_KEY.findall(raw))))
-        ):
+        if "\\" not in raw and self._prefilter.clean(raw) and self._json_keys.clean(raw):
             # Without escapes, each string of the JSON is a piece of its text, and a piece of a
             # clean text is clean: with no secret-named key, walking the value would change nothing.
             return raw

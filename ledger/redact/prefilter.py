@@ -41,24 +41,33 @@ def _database(expression: bytes) -> hyperscan.Database:
     return db
 
 
-class Prefilter:
-    """The detectors' signs, looked for in a text in one pass."""
+def _signs(detectors: Iterable[Detector]) -> list[bytes] | None:
+    """Each detector's sign, or its needles; None if one has neither (then no text is clean)."""
+    signs = []
+    for d in detectors:
+        if d.sign is not None:
+            signs.append(d.sign)
+        elif d.needles:  # (its ``also`` is left out: it only narrows the needles)
+            signs.append(_literals((n.lower() if d.lower else n for n in d.needles), d.lower))
+        else:
+            return None
+    return signs
 
-    def __init__(self, detectors: Iterable[Detector]) -> None:
-        signs: list[bytes] = []
-        self.opens = False  # True: no text is clean
-        for d in detectors:
-            if d.sign is not None:
-                signs.append(d.sign)
-            elif d.needles:  # (its ``also`` is left out: it only narrows the needles)
-                signs.append(_literals((n.lower() if d.lower else n for n in d.needles), d.lower))
-            else:
-                self.opens = True
-        self._db = _database(b"|".join(b"(?:%s)" % s for s in signs)) if signs and not self.opens else None
+
+class Prefilter:
+    """Signs (Hyperscan patterns) looked for in a text in one pass; ``of(detectors)`` the detectors'."""
+
+    def __init__(self, signs: Iterable[bytes] | None) -> None:
+        found = b"|".join(b"(?:%s)" % s for s in signs) if signs is not None else b""
+        self._db = _database(found) if found else None  # None: nothing is clean
         self._local = threading.local()  # a scratch space per thread: Hyperscan's rule
 
+    @classmethod
+    def of(cls, detectors: Iterable[Detector]) -> Prefilter:
+        return cls(_signs(detectors))
+
     def clean(self, text: str) -> bool:
-        """Whether no detector can find anything in ``text`` (False: scan it)."""
+        """Whether no sign is found in ``text``: of the detectors', none can find anything there."""
         if self._db is None:
             return False
         data = text.encode() if text.isascii() else f"{text}\n{text.lower()}".encode("utf-8", "surrogatepass")

@@ -56,7 +56,7 @@ PIECES = _pieces()
 def _full_scan() -> Redactor:
     """The same policy with no pre-check: a detector of no known shape makes no text clean."""
     policy = Redactor()
-    policy._prefilter = Prefilter([*DETECTORS, Detector("any", None)])
+    policy._prefilter = Prefilter.of([*DETECTORS, Detector("any", None)])
     return policy
 
 
@@ -74,7 +74,7 @@ def _mixes():
 FAST, FULL = Redactor(), _full_scan()
 
 
-ALONE = [(d, Prefilter([d])) for d in FAST.detectors]  # each detector's sign on its own
+ALONE = [(d, Prefilter.of([d])) for d in FAST.detectors]  # each detector's sign on its own
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
