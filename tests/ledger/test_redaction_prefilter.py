@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -115,3 +116,13 @@ def test_most_ordinary_text_is_clean_and_an_extra_pattern_makes_none_clean():
     extra = Redactor(extra_patterns={"employee_id": r"EMP-\d{6}"})
     assert not any(map(extra._prefilter.clean, PIECES))
     assert extra.text("badge EMP-123456") == "badge [REDACTED:employee_id]"
+
+
+def test_threads_redact_at_once_each_with_its_own_scratch_space():
+    policy = Redactor()  # one policy per process, shared by the receiver's threads
+    texts = [f"{piece} {SECRETS[i % len(SECRETS)].text}" for i, piece in enumerate(PIECES)] + PIECES
+    expected = [FULL.text(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            assert list(pool.map(policy.text, texts)) == expected
+            policy._texts.clear()  # scanned again, not read from the cache
