@@ -6,7 +6,8 @@ other string is searched by the detectors (``ledger.redact.detectors``) and by
 ``key=value`` secrets written in free text (the same key rule decides which keys
 count). Literal JSON escapes (``\\u0040``, ``\\/``) are decoded before matching.
 Numbers, booleans and the strings that match nothing come back as the very same
-objects, so a caller can tell cheaply that nothing changed.
+objects, so a caller can tell cheaply that nothing changed. A string where
+``prefilter.Prefilter`` finds no detector's sign (nearly all) skips the detectors.
 """
 
 from __future__ import annotations
