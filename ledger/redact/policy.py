@@ -43,6 +43,7 @@ _CACHED_CHARS = 512
 _GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_NAME_SETS, _REMEMBERED_NAMES = 4_096, 64  # sets of attribute names remembered: bounded in count and size
 
 
 def _decoded(text: str) -> str:
@@ -228,9 +229,11 @@ class Redactor:
         names = tuple(attrs)
         plain = self._plain_names.get(names)
         if plain is None:
-            if len(self._plain_names) >= _CACHE_ENTRIES:
-                self._plain_names.clear()
-            plain = self._plain_names[names] = not any(map(self.keys.is_secret, names))
+            plain = not any(map(self.keys.is_secret, names))
+            if len(names) <= _REMEMBERED_NAMES:  # spans of one source share a few sets of names
+                if len(self._plain_names) >= _NAME_SETS:
+                    self._plain_names.clear()
+                self._plain_names[names] = plain
         values = [v for k, v in attrs.items() if k not in keep] if keep else attrs.values()
         if not plain or not _SCALARS.issuperset(map(type, values)):
             return False
