@@ -43,6 +43,7 @@ _CACHED_CHARS = 512
 _GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_ARRAYS = (list, tuple)
 _NAME_SETS, _REMEMBERED_NAMES = 4_096, 64  # sets of attribute names remembered: bounded in count and size
 
 
@@ -223,9 +224,9 @@ class Redactor:
         return attrs if out is None else out
 
     def _untouched(self, attrs: dict[str, Any], keep: Iterable[str]) -> bool:
-        """Whether ``attributes`` would leave ``attrs`` as they are, asked at once (a C loop, not a
-        Python one, per attribute): no secret-named key (remembered per set of names), scalar
-        values only, and their strings, joined, clean (a piece of a clean text is clean)."""
+        """Whether ``attributes`` would leave ``attrs`` as they are, asked at once (C loops, not a
+        Python one per attribute): no secret-named key (remembered per set of names), scalars and
+        arrays of them only, and their strings, joined, clean (a piece of a clean text is clean)."""
         names = tuple(attrs)
         plain = self._plain_names.get(names)
         if plain is None:
@@ -234,9 +235,19 @@ class Redactor:
                 if len(self._plain_names) >= _NAME_SETS:
                     self._plain_names.clear()
                 self._plain_names[names] = plain
-        values = [v for k, v in attrs.items() if k not in keep] if keep else attrs.values()
-        if not plain or not _SCALARS.issuperset(map(type, values)):
+        if not plain:
             return False
+        values: Iterable[Any] = [v for k, v in attrs.items() if k not in keep] if keep else attrs.values()
+        kinds = set(map(type, values))
+        if not _SCALARS.issuperset(kinds):
+            if not _SCALARS.union(_ARRAYS).issuperset(kinds):
+                return False
+            values = [
+                *(v for v in values if type(v) not in _ARRAYS),
+                *(x for v in values if type(v) in _ARRAYS for x in v),
+            ]
+            if not _SCALARS.issuperset(map(type, values)):  # arrays of scalars only (as OTLP sends)
+                return False
         joined = "\n".join([v for v in values if type(v) is str])
         return "\\" not in joined and self._prefilter.clean(joined)  # an escape: each string is decoded
 
