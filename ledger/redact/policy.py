@@ -37,6 +37,7 @@ _KEY_VALUE = re.compile(
 )
 _NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "''", '""'})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"]))")
+_SIMPLE_ESCAPES = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ("\\b", "\b"), ("\\f", "\f"), ("\\/", "/"))
 _ESCAPE_LAYERS = 4  # JSON inside JSON inside ...: each layer doubles the backslashes
 _GATED_CHARS = 256  # texts up to this long are first searched for any detector's needle at once
 _CACHED_CHARS = 512
@@ -55,6 +56,15 @@ def _decoded(text: str) -> str:
             break
         decoded = layer
     return text if decoded == text else decoded
+
+
+def _strings_in_place(raw: str) -> str | None:
+    """A JSON text with the escapes of its strings decoded in place, so that each of its strings
+    is a piece of it; None if one is not a simple escape (an escaped quote, backslash or ``\\u``
+    would move the strings' bounds or hide letters: a backslash is left)."""
+    for escape, char in _SIMPLE_ESCAPES if "\\" in raw else ():
+        raw = raw.replace(escape, char)
+    return raw if "\\" not in raw else None
 
 
 def _unescape(m: re.Match[str]) -> str:
@@ -254,9 +264,10 @@ class Redactor:
     def _block(self, raw: str) -> str:
         """One JSON text redacted (the content store's blocks; cached, since every turn
         re-sends the history and redacting it again would make ingest quadratic in turns)."""
-        if "\\" not in raw and self._prefilter.clean(raw) and self._json_keys.clean(raw):
-            # Without escapes, each string of the JSON is a piece of its text, and a piece of a
-            # clean text is clean: with no secret-named key, walking the value would change nothing.
+        text = _strings_in_place(raw)
+        if text is not None and self._prefilter.clean(text) and self._json_keys.clean(text):
+            # Each string of the JSON is a piece of ``text``, and a piece of a clean text is clean:
+            # with no secret-named key either, walking the value would change nothing.
             return raw
         try:
             value = orjson.loads(raw)  # ~2x the stdlib's speed

@@ -126,3 +126,11 @@ def test_threads_redact_at_once_each_with_its_own_scratch_space():
         for _ in range(3):
             assert list(pool.map(policy.text, texts)) == expected
             policy._texts.clear()  # scanned again, not read from the cache
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=lambda s: f"{s.kind}:{s.text[:24]}")
+def test_a_content_block_with_escaped_lines_redacts_exactly_as_the_full_scan(secret):
+    # Message text has lines and tabs: a block is read with the escapes of its strings decoded in place.
+    for text in (f"see:\n{secret.text}\nthanks", f"col\t{secret.text}\tcol", f"crlf\r\n{secret.text}\r\n"):
+        block = json.dumps({"role": "user", "content": [{"type": "text", "text": text}]}, ensure_ascii=False)
+        assert FAST.block(block) == FULL.block(block) != block
