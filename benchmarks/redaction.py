@@ -13,15 +13,25 @@
   corpus's secrets, findings on the ordinary text, µs per KB.
 
 Settings alternate round by round; medians are printed with their ranges.
-Usage: ``python benchmarks/redaction.py [--rounds N] [--spans N] [--detect-secrets PATH]``.
+
+``--baseline TREE`` compares with another checkout instead (e.g. the tree before
+redaction covered every string): ``redact_text`` µs per KB of the ordinary text and
+``prepare`` µs per span without and with content, each measured in a fresh process
+per round (this tree's python, the tree first on the path), baseline and current
+alternating, as process CPU time (the machine is shared: other processes' load is
+left out), printed as current / baseline ratios.
+
+Usage: ``python benchmarks/redaction.py [--rounds N] [--spans N] [--baseline TREE] [--detect-secrets PATH]``.
 The end-to-end comparison with an older tree is ``benchmarks/ingest_throughput.py --baseline TREE``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -36,7 +46,7 @@ from benchmarks.agent_workload import workload  # noqa: E402
 from ledger.redact import Redactor  # noqa: E402
 from ledger.redact.detectors import DETECTORS, TextView  # noqa: E402
 from ledger.rows import default_prices, prepare  # noqa: E402
-from tests.redaction_corpus import SECRETS, ordinary_text  # noqa: E402
+from tests.redaction_corpus import ORDINARY_FILE, SECRETS, ordinary_text  # noqa: E402
 
 PIECE = 2048
 
@@ -160,6 +170,52 @@ def detect_secrets(path: Path) -> None:
     print("  (it reports lines, not spans: what to replace inside a line is not given)")
 
 
+# Run in a fresh process with the tree under test first on the path: only APIs both trees have.
+_IN_TREE = """
+import gzip, json, sys, time
+sys.path.insert(0, sys.argv[1])
+from benchmarks.agent_workload import workload
+from ledger.redact import redact_text
+from ledger.rows import default_prices, prepare
+what, n, piece = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+if what == "kb":
+    text = gzip.decompress(open(sys.argv[5], "rb").read()).decode()
+    pieces = [text[i : i + piece] for i in range(0, len(text), piece)]
+    redact_text("warm")  # the policy is built once per process, as in a running server
+    start = time.process_time()
+    for p in pieces:
+        redact_text(p)
+    print(json.dumps((time.process_time() - start) * 1e6 / (len(text) / 1024)))
+else:
+    spans, prices = workload(n, what == "content", seed=3)[0], default_prices()
+    prepare(workload(n, what == "content", seed=4)[0], prices)  # other runs first: warm, as a running server
+    start = time.process_time()
+    prepare(spans, prices)
+    print(json.dumps((time.process_time() - start) * 1e6 / len(spans)))
+"""
+
+
+def _in_tree(tree: Path, what: str, n_spans: int) -> float:
+    argv = [sys.executable, "-c", _IN_TREE, str(tree), what, str(n_spans), str(PIECE), str(ORDINARY_FILE)]
+    out = subprocess.run(argv, cwd=tree, capture_output=True, text=True, check=True).stdout
+    return float(json.loads(out.splitlines()[-1]))
+
+
+def against(baseline: Path, rounds: int, n_spans: int) -> None:
+    print(f"\n## this tree vs {baseline} (process CPU time, a fresh process per measure)")
+    for what, unit in (
+        ("kb", "µs/KB of redact_text"),
+        ("plain", "µs/span, no content"),
+        ("content", "µs/span, content"),
+    ):
+        trees = {"baseline": baseline, "current": ROOT}
+        results = _rounds({k: lambda t=t, w=what: _in_tree(t, w, n_spans) for k, t in trees.items()}, rounds)
+        mid = {k: statistics.median(v) for k, v in results.items()}
+        for name, values in results.items():
+            print(f"  {unit:22s} {name:9s} {_spread(values)}")
+        print(f"  {unit:22s} current / baseline x{mid['current'] / mid['baseline']:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison (default 3)")
@@ -167,8 +223,12 @@ def main() -> None:
     ap.add_argument(
         "--detect-secrets", type=Path, default=None, metavar="PATH", help="where detect-secrets is installed"
     )
+    ap.add_argument("--baseline", type=Path, default=None, metavar="TREE", help="compare with this checkout instead")
     a = ap.parse_args()
     print(f"# redaction cost  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
+    if a.baseline is not None:
+        against(a.baseline.resolve(), a.rounds, a.spans)
+        return
     per_kb(a.rounds)
     per_span(a.rounds, a.spans)
     phones(a.rounds)

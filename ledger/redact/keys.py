@@ -50,6 +50,24 @@ class KeyRule:
         joined = "".join(words)
         return any(w in joined for w in self.words) or any(w.endswith(_TOKEN) or w in _EXACT_WORDS for w in words)
 
+    def sign(self) -> bytes:
+        """A Hyperscan pattern found in every ``key=value`` (or ``key: value``) of free text whose
+        key is secret-named: a secret word, its letters perhaps parted by ``_`` or ``-``, then more
+        key characters, a quote perhaps, and the ``:`` or ``=`` (``keys`` are ASCII there)."""
+        return self._spelled(b"[_\\-]*") + b"[A-Za-z0-9_.\\-]*[\"']?[ \t]*[:=]"
+
+    def json_sign(self) -> bytes:
+        """A Hyperscan pattern found in every JSON text without backslashes that has a secret-named
+        key: a secret word, its letters parted by anything but letters, digits and quotes (which
+        the words of a name leave out), then the rest of the key and its ':'."""
+        return self._spelled(b'[^A-Za-z0-9"]*') + b'[^"]*"[ \t\r\n]*:'
+
+    def _spelled(self, between: bytes) -> bytes:
+        words = (*self.words, *_EXACT_WORDS, _TOKEN)
+        if not all(words):
+            return b""  # an empty word is in every name
+        return b"(?i:%s)" % b"|".join(between.join(re.escape(ch).encode() for ch in w) for w in words)
+
 
 def _joined(word: str) -> str:
     return "".join(w.lower() for w in _WORD.findall(word))

@@ -6,7 +6,8 @@ other string is searched by the detectors (``ledger.redact.detectors``) and by
 ``key=value`` secrets written in free text (the same key rule decides which keys
 count). Literal JSON escapes (``\\u0040``, ``\\/``) are decoded before matching.
 Numbers, booleans and the strings that match nothing come back as the very same
-objects, so a caller can tell cheaply that nothing changed.
+objects, so a caller can tell cheaply that nothing changed. A string where
+``prefilter.Prefilter`` finds no detector's sign (nearly all) skips the detectors.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import orjson
 
 from .detectors import DETECTORS, MIN_AWS_SECRET, MIN_NUMBER_DIGITS, MIN_WORD, Detector, TextView, marker
 from .keys import KeyRule
+from .prefilter import Prefilter
 
 __all__ = ["REDACTED", "Redactor"]
 
@@ -35,11 +37,15 @@ _KEY_VALUE = re.compile(
 )
 _NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "''", '""'})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"]))")
+_SIMPLE_ESCAPES = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ("\\b", "\b"), ("\\f", "\f"), ("\\/", "/"))
 _ESCAPE_LAYERS = 4  # JSON inside JSON inside ...: each layer doubles the backslashes
 _GATED_CHARS = 256  # texts up to this long are first searched for any detector's needle at once
 _CACHED_CHARS = 512
 _GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_ARRAYS = (list, tuple)
+_NAME_SETS, _REMEMBERED_NAMES = 4_096, 64  # sets of attribute names remembered: bounded in count and size
 
 
 def _decoded(text: str) -> str:
@@ -50,6 +56,15 @@ def _decoded(text: str) -> str:
             break
         decoded = layer
     return text if decoded == text else decoded
+
+
+def _strings_in_place(raw: str) -> str | None:
+    """A JSON text with the escapes of its strings decoded in place, so that each of its strings
+    is a piece of it; None if one is not a simple escape (an escaped quote, backslash or ``\\u``
+    would move the strings' bounds or hide letters: a backslash is left)."""
+    for escape, char in _SIMPLE_ESCAPES if "\\" in raw else ():
+        raw = raw.replace(escape, char)
+    return raw if "\\" not in raw else None
 
 
 def _unescape(m: re.Match[str]) -> str:
@@ -69,7 +84,11 @@ class Redactor:
         self.keys = KeyRule(extra_keys)
         extra = tuple(Detector(kind, re.compile(p)) for kind, p in (extra_patterns or {}).items())
         self.detectors = (
-            tuple(dataclasses.replace(d, find=self._key_values) if d.kind == "secret" else d for d in DETECTORS) + extra
+            tuple(
+                dataclasses.replace(d, find=self._key_values, sign=self.keys.sign()) if d.kind == "secret" else d
+                for d in DETECTORS
+            )
+            + extra
         )
 
         # Detectors are tried in groups that share a cheap gate, so most strings are spared a
@@ -82,7 +101,10 @@ class Redactor:
         self._word_needles = needles_of("word", False)
         self._plan = tuple((d, d.group) for d in self.detectors)
         self._ungrouped = tuple(d for d in self.detectors if not d.group)
+        self._prefilter = Prefilter.of(self.detectors)
+        self._json_keys = Prefilter([self.keys.json_sign()])  # clean: no secret-named key in a JSON text
         self._texts: dict[str, str] = {}
+        self._plain_names: dict[tuple[str, ...], bool] = {}  # attribute names -> none is secret-named
         self.block = lru_cache(maxsize=16_384)(self._block)
 
     def is_secret_key(self, key: str) -> bool:
@@ -118,6 +140,8 @@ class Redactor:
         return redacted if again is decoded else again
 
     def _scan(self, text: str) -> str:
+        if self._prefilter.clean(text):
+            return text
         original, view = text, TextView(text)
         gates = {group: self._gate(group, view) for group in _GROUPS}
         if not any(gates.values()) and not any(d.wanted(view) for d in self._ungrouped):
@@ -181,7 +205,7 @@ class Redactor:
 
     def attributes(self, attrs: dict[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
         """``attrs`` redacted by key and value; the keys in ``keep`` left as they are."""
-        if not self.enabled:
+        if not self.enabled or self._untouched(attrs, keep):
             return attrs
         out: dict[str, Any] | None = None
         secret, text, seen = self.keys.is_secret, self.text, self._texts
@@ -209,9 +233,42 @@ class Redactor:
                 out[key] = new
         return attrs if out is None else out
 
+    def _untouched(self, attrs: dict[str, Any], keep: Iterable[str]) -> bool:
+        """Whether ``attributes`` would leave ``attrs`` as they are, asked at once (C loops, not a
+        Python one per attribute): no secret-named key (remembered per set of names), scalars and
+        arrays of them only, and their strings, joined, clean (a piece of a clean text is clean)."""
+        names = tuple(attrs)
+        plain = self._plain_names.get(names)
+        if plain is None:
+            plain = not any(map(self.keys.is_secret, names))
+            if len(names) <= _REMEMBERED_NAMES:  # spans of one source share a few sets of names
+                if len(self._plain_names) >= _NAME_SETS:
+                    self._plain_names.clear()
+                self._plain_names[names] = plain
+        if not plain:
+            return False
+        values: Iterable[Any] = [v for k, v in attrs.items() if k not in keep] if keep else attrs.values()
+        kinds = set(map(type, values))
+        if not _SCALARS.issuperset(kinds):
+            if not _SCALARS.union(_ARRAYS).issuperset(kinds):
+                return False
+            values = [
+                *(v for v in values if type(v) not in _ARRAYS),
+                *(x for v in values if type(v) in _ARRAYS for x in v),
+            ]
+            if not _SCALARS.issuperset(map(type, values)):  # arrays of scalars only (as OTLP sends)
+                return False
+        joined = "\n".join([v for v in values if type(v) is str])
+        return "\\" not in joined and self._prefilter.clean(joined)  # an escape: each string is decoded
+
     def _block(self, raw: str) -> str:
         """One JSON text redacted (the content store's blocks; cached, since every turn
         re-sends the history and redacting it again would make ingest quadratic in turns)."""
+        text = _strings_in_place(raw)
+        if text is not None and self._prefilter.clean(text) and self._json_keys.clean(text):
+            # Each string of the JSON is a piece of ``text``, and a piece of a clean text is clean:
+            # with no secret-named key either, walking the value would change nothing.
+            return raw
         try:
             value = orjson.loads(raw)  # ~2x the stdlib's speed
         except orjson.JSONDecodeError:  # what only the stdlib writes and reads (integers past 64 bits)
