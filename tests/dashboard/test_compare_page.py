@@ -19,7 +19,7 @@ RUNS = 40
 @pytest.fixture(scope="module")
 def compare_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("compare_page") / "rollout.duckdb"
-    play_rollout(db, (RUNS, Variant("hr-v1", error_rate=0.05), Variant("hr-v2", prompt_growth=3.4, error_rate=0.2)))
+    play_rollout(db, (RUNS, Variant("hr-v1", error_rate=0.05), Variant("hr-v2", prompt_growth=5.5, error_rate=0.2)))
     return db
 
 

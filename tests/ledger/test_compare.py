@@ -64,9 +64,9 @@ def rollout_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("compare") / "rollout.duckdb"
     play_rollout(
         db,
-        (RUNS, Variant("hr-v1", error_rate=0.04), Variant("hr-v2", prompt_growth=3.4, error_rate=0.12)),
+        (RUNS, Variant("hr-v1", error_rate=0.04), Variant("hr-v2", prompt_growth=5.5, error_rate=0.12)),
         (RUNS, Variant("same-a", error_rate=0.04), Variant("same-b", error_rate=0.04)),
-        (10, Variant("few-a", error_rate=0.1), Variant("few-b", prompt_growth=3.4, error_rate=0.3)),
+        (10, Variant("few-a", error_rate=0.1), Variant("few-b", prompt_growth=5.5, error_rate=0.3)),
     )
     return db
 
