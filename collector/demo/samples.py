@@ -111,8 +111,10 @@ class Trace:
 
     def chat(self, model: str, usage: tuple[int, int, int, int], *, payload: dict[str, Any] | None = None,
              attempt: int = 1, call: str | None = None, cause: str = "", error: str | None = None,
-             label: str = "agent", finish: str = "tool_use", extra: dict[str, Any] | None = None) -> SpanRecord:  # fmt: skip
-        """A model-call attempt; usage is (uncached_in, cache_write, cache_read, out), Anthropic-style."""
+             label: str = "agent", finish: str = "tool_use", extra: dict[str, Any] | None = None,
+             answer: list[dict[str, Any]] | None = None) -> SpanRecord:  # fmt: skip
+        """A model-call attempt; usage is (uncached_in, cache_write, cache_read, out), Anthropic-style.
+        ``answer``: the content blocks the model answered, captured as our harness captures them."""
         uncached, write, read, out = usage
         attrs: dict[str, Any] = {
             c.OPERATION_NAME: "chat", c.PROVIDER_NAME: "anthropic", c.REQUEST_MODEL: model,
@@ -129,6 +131,8 @@ class Trace:
             attrs[c.ERROR_TYPE] = error
         if payload is not None:
             attrs[c.REQUEST_BODY] = json.dumps(payload)
+        if answer is not None and not error:
+            attrs[c.OUTPUT_MESSAGES] = json.dumps([{"role": "assistant", "content": answer, "finish_reason": finish}])
         attrs.update(extra or {})
         return self.child(f"chat {model}", 900 + 2 * (out or 10), attrs, status="ERROR" if error else "UNSET")
 
@@ -211,7 +215,7 @@ def five_turn_run() -> list[SpanRecord]:
             "system": [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}],
             "tools": TOOLS, "messages": [dict(m) for m in messages],
         }  # fmt: skip
-        t.chat("claude-opus-5", usage, payload=payload, finish=finish)
+        t.chat("claude-opus-5", usage, payload=payload, finish=finish, answer=assistant)
         messages.append({"role": "assistant", "content": assistant})
         if i == 1:  # both tools start together: wall time is the slower one
             at = t.clock
@@ -232,12 +236,13 @@ def cache_pair() -> list[SpanRecord]:
 
     The broken run's deployment puts the time at the top of its system prompt (its payload shows it)."""
     ask = [{"role": "user", "content": "Audit this month's invoices against the contract terms."}]
+    audit = _text("Three invoices bill above the contract rate: INV-204, INV-211 and INV-230 (details below).")
     healthy = Trace("cache-healthy", agent="cache-audit")
     talk = _Conversation("claude-opus-5", SYSTEM, TOOLS, ask, cache=True)
-    healthy.chat("claude-opus-5", (210, 6_100, 18_400, 400), payload=talk.payload(), finish="end_turn")
+    healthy.chat("claude-opus-5", (210, 6_100, 18_400, 400), payload=talk.payload(), finish="end_turn", answer=audit)
     broken = Trace("cache-broken", agent="cache-audit", start=T0 + 60_000 * MS)
     talk = _Conversation("claude-opus-5", f"Current time: 2026-09-21T14:14:20Z. {SYSTEM}", TOOLS, ask, cache=True)
-    broken.chat("claude-opus-5", (210 + 18_400, 6_100, 0, 400), payload=talk.payload(), finish="end_turn")
+    broken.chat("claude-opus-5", (210 + 18_400, 6_100, 0, 400), payload=talk.payload(), finish="end_turn", answer=audit)
     return healthy.finish("completed") + broken.finish("completed")
 
 
@@ -282,6 +287,9 @@ class _Conversation:
             self.messages.append({"role": "user", "content": user})
 
 
+_NOT_FOUND = "I could not find parcel 12345 with the carrier; I have asked the warehouse to check it."
+
+
 def long_tail() -> list[SpanRecord]:
     """Seed 000 exercise 3: a91 and a92 are ordinary; a93 ran 40 turns into the step cap.
 
@@ -296,10 +304,12 @@ def long_tail() -> list[SpanRecord]:
         talk = _Conversation("claude-opus-5", SUPPORT_SYSTEM, [_SHIPPING_TOOL], [{"role": "user", "content": ask}])
         for i, (inp, out) in enumerate(zip(_split(tokens_in, turns), _split(tokens_out, turns), strict=True)):
             last = i == turns - 1
-            t.chat("claude-opus-5", (inp, 0, 0, out), payload=talk.payload(), finish="end_turn" if last else "tool_use")
+            use_id = f"toolu_{key}_{i:02d}"
+            answer = _text(_NOT_FOUND) if last else [_use(use_id, "get_shipping_status", {"tracking": "12345"})]
+            t.chat("claude-opus-5", (inp, 0, 0, out), payload=talk.payload(), finish="end_turn" if last else "tool_use",
+                   answer=answer)  # fmt: skip
             if last:
                 break
-            use_id = f"toolu_{key}_{i:02d}"
             t.tool("get_shipping_status", {"tracking": "12345"}, "No shipment found for 12345.", soft_failure=True)
             talk.turn(
                 [_use(use_id, "get_shipping_status", {"tracking": "12345"})],
@@ -323,7 +333,13 @@ def budget_warn() -> list[SpanRecord]:
     t = Trace("budget-warn", agent="report-writer", tenant="initech")
     notes = "Notes for September: " + "; ".join(f"team {k}: {1_000 + 137 * k} USD on claude-opus-5" for k in range(40))
     talk = _Conversation("claude-opus-5", _REPORT_SYSTEM, [], [{"role": "user", "content": notes}], cache=True)
-    t.chat("claude-opus-5", (130_000, 20_000, 40_000, 1_000), payload=talk.payload(), finish="end_turn")
+    t.chat(
+        "claude-opus-5",
+        (130_000, 20_000, 40_000, 1_000),
+        payload=talk.payload(),
+        finish="end_turn",
+        answer=_text("September spend: 40 teams, all on claude-opus-5; the report follows."),
+    )
     warn = t.event(c.EVENT_BUDGET_WARN, spent_usd=0.82, limit_usd=1.0, fraction=0.82)
     return t.finish("completed", events=(warn,))
 
@@ -339,15 +355,16 @@ def retry_and_loop() -> list[SpanRecord]:
     t.chat("claude-sonnet-5", (1_200, 0, 0, 90), call=call, attempt=2, cause="429", payload=talk.payload())
     retry = SpanEvent(c.EVENT_RETRY, t.clock, {"cause": "429", "wait_s": 7.0, "attempt": 2})
     for i in range(5):
-        t.chat("claude-sonnet-5", (1_300 + 150 * i, 0, 0, 60), payload=talk.payload())
+        use_id = f"toolu_rl_{i}"
+        search = [_use(use_id, "search_docs", {"q": "rate limit"})]
+        t.chat("claude-sonnet-5", (1_300 + 150 * i, 0, 0, 60), payload=talk.payload(), answer=search)
         ev: tuple[SpanEvent, ...] = ()
         if i == 3:
             ev = (t.event(c.EVENT_LOOP_TRIP, shape="repeat", action="nudge", tool="search_docs"),)
         if i == 4:
             ev = (t.event(c.EVENT_LOOP_TRIP, shape="repeat", action="halt", tool="search_docs"),)
         t.tool("search_docs", {"q": "rate limit"}, "0 results", soft_failure=True, events=ev)
-        use_id = f"toolu_rl_{i}"
-        talk.turn([_use(use_id, "search_docs", {"q": "rate limit"})], [_result(use_id, "0 results")])
+        talk.turn(search, [_result(use_id, "0 results")])
     return t.finish("loop_detected", detail="search_docs repeated after a nudge", events=(retry,))
 
 
@@ -370,7 +387,13 @@ def unpriced() -> list[SpanRecord]:
     t = Trace("unpriced", agent="experiment", tenant="acme")
     ask = [{"role": "user", "content": "Classify these 200 support tickets by product area."}]
     talk = _Conversation("mystery-model-1", SYSTEM, [], ask)
-    t.chat("mystery-model-1", (5_000, 0, 0, 500), payload=talk.payload(), finish="end_turn")
+    t.chat(
+        "mystery-model-1",
+        (5_000, 0, 0, 500),
+        payload=talk.payload(),
+        finish="end_turn",
+        answer=_text("Billing: 71, API: 64, Dashboard: 40, Other: 25."),
+    )
     t.spans[-1].attributes[c.PROVIDER_NAME] = "someprovider"
     return t.finish("completed")
 

@@ -50,6 +50,22 @@ def extended_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build(tmp_path_factory.mktemp("dash") / "extended.duckdb", extra=True)
 
 
+@pytest.fixture(scope="session")
+def make_run_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What `make run` shows: every OTLP file under sample_traces/ (harness samples included),
+    found the way `turnledger up` finds them."""
+    from collector.cli.ingest import expand_paths
+
+    path = tmp_path_factory.mktemp("dash") / "make_run.duckdb"
+    con = open_ledger(path)
+    try:
+        for file in expand_paths([SAMPLES]):
+            ingest(con, read_file(file))
+    finally:
+        con.close()
+    return path
+
+
 @pytest.fixture
 def rows():  # type: ignore[no-untyped-def]
     """``rows(db, query)``: a ledger query run straight on a file, independent of the dashboard's code."""

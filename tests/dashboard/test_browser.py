@@ -18,10 +18,14 @@ from typing import Any
 import pytest
 
 from collector.cli.dashboard import start_dashboard
+from collector.otlp import read_file
 from dashboard.ui import count, pct, usd
 from ledger import queries as q
+from ledger.content import load_turn
+from ledger.store import open_ledger
+from ledger.turn_diff import payload_json
 
-from .conftest import FIVE_TURN, HOSTILE, wait_healthy
+from .conftest import FIVE_TURN, HOSTILE, SAMPLES, wait_healthy
 from .scenarios import EXFIL_HOST
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -62,6 +66,13 @@ def _dashboard(db: Path) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def base_url(extended_db: Path) -> Iterator[str]:
     with _dashboard(extended_db) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def make_run_url(make_run_db: Path) -> Iterator[str]:
+    """A second dashboard, on what `make run` loads (the jobs' journeys are walked there)."""
+    with _dashboard(make_run_db) as url:
         yield url
 
 
@@ -355,3 +366,66 @@ def test_a_budget_is_added_edited_and_removed_in_the_ui(budget_dashboard, browse
     assert _budget_list(db) == []
     _check(page, charts=0)
     assert not seen["errors"], seen["errors"]
+
+
+def _pick(page: Any, label: str, option: str) -> None:
+    """Choose ``option`` in the selectbox named ``label`` (typed: long lists are virtualised)."""
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.keyboard.type(option)
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def _code_blocks(page: Any) -> list[str]:
+    """The text of every code block shown (not folded away), whitespace collapsed."""
+    shown = page.locator("[data-testid='stCode']:visible")
+    shown.first.wait_for()
+    return [" ".join(t.split()) for t in shown.all_text_contents()]
+
+
+def test_from_the_long_tail_to_the_request_and_response_of_the_most_expensive_turn(
+    make_run_url, browser_page, make_run_db, rows
+):
+    """Job 1, debug a bad run: the long tail's top run, opened by its link, shows the exact request
+    and the exact answer of its most expensive model call."""
+    page, _ = browser_page
+    top = rows(make_run_db, q.long_tail(q.NO_FILTERS, limit=1)).iloc[0]
+    turns = rows(make_run_db, q.run_turns(top["trace_id"])).to_dict("records")
+    costliest = max(turns, key=lambda t: t["usd"])
+    page.goto(f"{make_run_url}/long_tail")
+    _settle(page, "most expensive runs", charts=2)
+    link = page.locator(f"a[href*='run_explorer?trace={top['trace_id']}']")
+    href = link.first.get_attribute("href") if link.count() else f"./run_explorer?trace={top['trace_id']}"
+    assert href.endswith(f"run_explorer?trace={top['trace_id']}")  # where the table's "open" link goes
+    page.goto(f"{make_run_url}/{href.removeprefix('./')}")
+    _settle(page, "Exact context of a turn")
+    _pick(page, "Turn", str(costliest["turn"]))
+    _settle(page, f"What the model answered on turn {costliest['turn']}")
+    con = open_ledger(make_run_db, read_only=True)
+    try:
+        captured = load_turn(con, top["trace_id"], costliest["span_id"])
+    finally:
+        con.close()
+    assert captured is not None and captured.request is not None and captured.response is not None
+    blocks = _code_blocks(page)
+    # The request and the answer exactly as stored, each in its own code block.
+    assert " ".join(payload_json(captured.request).split()) in blocks
+    assert " ".join(payload_json(captured.response).split()) in blocks
+    assert "parcel 12345" in payload_json(captured.response)
+    _check(page, charts=page.locator(".js-plotly-plot").count())
+    _shoot(page, "8-most-expensive-turn")
+
+
+def test_a_cache_break_names_its_invalidator_and_a_short_prompt_says_below_minimum(make_run_url, browser_page):
+    """Job 1 again: the clock-in-the-prompt run says which block broke the cache; the
+    short-prompt run says its prefix is below the model's minimum (with both sizes)."""
+    page, _ = browser_page
+    clock = read_file(SAMPLES / "harness" / "clock_in_system_prompt.json")[0].trace_id
+    short = read_file(SAMPLES / "harness" / "below_minimum.json")[0].trace_id
+    page.goto(f"{make_run_url}/run_explorer?trace={clock}")
+    _settle(page, "The prompt cache broke on turn", "First change inside the stable prefix")
+    assert any("system[0].text" in block for block in _code_blocks(page)), _code_blocks(page)
+    _shoot(page, "9-cache-break")
+    page.goto(f"{make_run_url}/run_explorer?trace={short}")
+    _settle(page, "This run never used the prompt cache", "below the model's minimum")
+    _check(page, charts=page.locator(".js-plotly-plot").count())
+    _shoot(page, "10-below-minimum")

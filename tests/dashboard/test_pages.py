@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.ui import pct, usd
 from ledger import queries as q
-from ledger.content import load_context
+from ledger.content import load_context, load_response
 from ledger.pricing import GENAI_PRICES_VERSION
 from ledger.store import open_ledger
 from ledger.turn_diff import payload_json
@@ -305,12 +305,14 @@ def test_run_explorer_shows_the_five_turn_run(app, sample_db, rows):
     events = table(at, "event", "attributes")
     assert events["event"].tolist() == ["offload"]
 
-    # The exact context of the default (last) turn, as text, equal to the stored payload.
+    # The exact context of the default (last) turn and what the model answered, as text, equal to what is stored.
     con = open_ledger(sample_db, read_only=True)
-    want = load_context(con, FIVE_TURN, rows(sample_db, q.run_turns(FIVE_TURN))["span_id"].iloc[-1])
+    last = rows(sample_db, q.run_turns(FIVE_TURN))["span_id"].iloc[-1]
+    want, answer = load_context(con, FIVE_TURN, last), load_response(con, FIVE_TURN, last)
     con.close()
     code = [c for c in at.code if c.language == "json"]
-    assert len(code) == 1 and code[0].value == payload_json(want)
+    assert [c.value for c in code] == [payload_json(want), payload_json(answer)]
+    assert "[src:" in payload_json(answer)  # the cited final answer of turn 5
     parts = table(at, "part", "≈ tokens")
     assert parts["part"].tolist()[:4] == ["model", "max_tokens", "system", "tools[0]"]
     system_chars = len(json.dumps(want["system"], ensure_ascii=False, separators=(",", ":")))
