@@ -31,6 +31,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+if "--ledger-root" in sys.argv:  # the --baseline subprocess: that checkout's packages, before anything imports them
+    sys.path.insert(0, sys.argv[sys.argv.index("--ledger-root") + 1])
 
 from agent_workload import workload  # noqa: E402  (a sibling module, not a package)
 
@@ -70,10 +72,11 @@ def measure_sizes(n_spans: int) -> dict[str, float]:
 
 def _sizes_in(tree: Path | None, n_spans: int) -> dict[str, float]:
     """``measure_sizes`` in a process of its own, with ``tree``'s ``ledger`` and virtualenv (None: this checkout's)."""
-    python = sys.executable
-    if tree is not None:  # its own environment: an editable install's import hook outranks PYTHONPATH
-        python = str(tree / ".venv" / "bin" / "python")
-    done = subprocess.run([python, __file__, "--sizes-only", "--spans", str(n_spans)], capture_output=True, text=True)
+    python, root = sys.executable, HERE.parent
+    if tree is not None:  # its own environment, and its checkout first on the path (before any editable install's)
+        python, root = str(tree / ".venv" / "bin" / "python"), tree
+    argv = [python, __file__, "--sizes-only", "--spans", str(n_spans), "--ledger-root", str(root)]
+    done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"measuring with {tree or 'this checkout'} failed:\n{done.stderr}")
     return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
@@ -143,6 +146,7 @@ def _arguments() -> argparse.Namespace:
     ap.add_argument("--skip-rebuild", action="store_true", help="bytes/span only")
     ap.add_argument("--skip-sizes", action="store_true", help="rebuild latency only")
     ap.add_argument("--sizes-only", action="store_true", help=argparse.SUPPRESS)  # the --baseline subprocess
+    ap.add_argument("--ledger-root", type=Path, help=argparse.SUPPRESS)  # whose ``ledger`` it imports
     return ap.parse_args()
 
 
