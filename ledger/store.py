@@ -25,6 +25,10 @@ __all__ = ["open_ledger"]
 # cost at both). A crash leaves at most this much log, which
 # the next open replays (about 0.25 s for 42 MB).
 CHECKPOINT_THRESHOLD = "64MiB"
+# A new file is written in the newest storage format: DuckDB 1.5 keeps the default at an old one
+# (for older readers) where ``USING COMPRESSION zstd`` silently stores the content store's bodies
+# uncompressed (2,647 instead of 767 B/span of content, benchmarks/content_store.py).
+_CONFIG = {"checkpoint_threshold": CHECKPOINT_THRESHOLD, "storage_compatibility_version": "latest"}
 
 
 def open_ledger(
@@ -45,7 +49,7 @@ def open_ledger(
             f"no ledger at {target!r}: run `turnledger ingest sample_traces/` or `turnledger up` first"
         )
     try:
-        con = duckdb.connect(target, read_only=read_only, config={"checkpoint_threshold": CHECKPOINT_THRESHOLD})
+        con = duckdb.connect(target, read_only=read_only, config=_CONFIG)
     except duckdb.IOException as exc:
         if "lock" not in str(exc).lower():
             raise TurnledgerError(f"cannot open ledger {target!r}: {exc}") from None
