@@ -47,11 +47,12 @@ def _print_json(value: Any) -> None:
 
 
 # --- where the ledger is: the file, or a running server ----------------------------------------
-def _client(a: argparse.Namespace) -> ServerClient | None:
+def _client(a: argparse.Namespace, *, reading: bool = False) -> ServerClient | None:
     """Through the server ``--server``/TURNLEDGER_SERVER names (``ledger.sources.source_spec``), else None;
-    which one is used is announced on stderr, as the other read commands do."""
+    which one is used is announced on stderr, a read in the other read commands' words."""
     spec = source_spec(a.db, a.server)
-    print(f"turnledger: {spec.kind} {spec.location}", file=sys.stderr)
+    where = f"reading {spec.describe()}" if reading else f"writing {spec.kind} {spec.location}"
+    print(f"turnledger: {where}", file=sys.stderr)
     return ServerClient(spec.location, spec.token) if spec.kind == "server" else None
 
 
@@ -99,7 +100,7 @@ def _budget_add(a: argparse.Namespace) -> int:
 
 
 def _budget_list(a: argparse.Namespace) -> int:
-    client = _client(a)
+    client = _client(a, reading=True)
     statuses = client.budgets() if client else budget_statuses(_read(a.db))
     rows = [budget_row(s) for s in statuses]
     if a.json:
@@ -113,7 +114,7 @@ def _budget_list(a: argparse.Namespace) -> int:
 
 
 def _budget_show(a: argparse.Namespace) -> int:
-    client = _client(a)
+    client = _client(a, reading=True)
     doc = client.budget(a.budget) if client else budget_doc(_read(a.db), a.budget)
     if a.json:
         _print_json(doc)
@@ -207,7 +208,7 @@ def _fmt(value: Any) -> str:
 def run_alerts(a: argparse.Namespace) -> int:
     since = a.since.replace(tzinfo=a.since.tzinfo or UTC) if a.since else None
     query = {"budget": a.budget, "level": a.level, "since": since, "limit": a.limit, "deliveries": a.deliveries}
-    client = _client(a)
+    client = _client(a, reading=True)
     alerts = client.alerts(**query) if client else alerts_doc(_read(a.db), **query)
     if a.json:
         _print_json(alerts)

@@ -87,7 +87,7 @@ def test_edit_through_a_running_server(tmp_path, capsys):
         url = server.url
         tl(capsys, "budget", "add", "acme-daily", "--scope", "tenant=acme", "--limit", "1.00", "--server", url)
         code, out, err = tl(capsys, "budget", "edit", "acme-daily", "--limit", "3", "--disable", "--server", url)
-        assert code == 0 and out.startswith("edited b_") and f"turnledger: server {url}" in err
+        assert code == 0 and out.startswith("edited b_") and f"turnledger: writing server {url}" in err
         row = _row(capsys, "--server", url)
         assert (row["limit"], row["level"]) == ("$3.00", "disabled")
         code, _, err = tl(capsys, "budget", "edit", "acme-daily", "--limit", "x", "--server", url)

@@ -44,7 +44,7 @@ def test_turnledger_serve_evaluates_budgets_on_ingest_and_the_cli_goes_through_i
         code, _, err = tl(capsys, "budget", "list", "--db", str(db))
         assert code == 2 and "another process holds it" in err and "TURNLEDGER_SERVER" in err
         code, out, err = tl(capsys, "budget", "list", "--server", url)  # or say where the server is
-        assert code == 0 and out.startswith("no budgets in") and f"turnledger: server {url}" in err
+        assert code == 0 and out.startswith("no budgets in") and f"turnledger: reading server {url}" in err
 
         monkeypatch.setenv("TURNLEDGER_SERVER", url)
         code, out, _ = tl(capsys, "budget", "add", "acme-daily", "--scope", "tenant=acme", "--limit", "1.00",

@@ -1,7 +1,7 @@
 """The read commands work on the file and through a running collector, with the same output.
 
 ``turnledger serve`` holds the DuckDB file (one writing process, no reader
-beside it), so ``report``, ``context`` and ``diff`` read through its API with
+beside it), so ``report``, ``context``, ``diff``, ``budget list`` and ``alerts`` read through its API with
 ``--server`` (or TURNLEDGER_SERVER); once it stops they read the file. What
 they print on stdout must not depend on which; stderr says which was used.
 """
@@ -16,6 +16,7 @@ import pytest
 
 from collector.cli import main
 from collector.otlp import read_file
+from ledger.budgets.service import add_budget
 from ledger.ingest import ingest
 from ledger.store import open_ledger
 from tests.dashboard.conftest import CACHE_BREAK, FIVE_TURN
@@ -34,6 +35,8 @@ def ledger_file(tmp_path: Path) -> Path:
     for file in sorted((ROOT / "sample_traces").glob("*.json")):
         ingest(con, read_file(file))
     ingest(con, cache_break_run())
+    # A rule the runs already broke, so `budget list` has a figure and a level to show.
+    add_budget(con, {"name": "triage-run", "limit": "1", "scope": "agent=ticket-triage", "window": "run"})
     con.close()
     return db
 
@@ -51,6 +54,8 @@ READS = [
     ("context", FIVE_TURN, "--turn", "2"),
     ("diff", CACHE_BREAK, "--turns", "2", "3"),
     ("diff", CACHE_BREAK[:10], "--turns", "2", "1", "--summary"),
+    ("budget", "list"),
+    ("alerts", "--json"),
 ]
 
 
