@@ -369,10 +369,16 @@ def test_a_budget_is_added_edited_and_removed_in_the_ui(budget_dashboard, browse
 
 
 def _pick(page: Any, label: str, option: str) -> None:
-    """Choose ``option`` in the selectbox named ``label`` (typed: long lists are virtualised)."""
-    page.get_by_role("combobox", name=label, exact=True).click()
+    """Choose ``option`` in the selectbox named ``label``: typed (long lists are virtualised), then Enter
+    (a click on the option raced the list re-rendering as it filters, on a loaded machine)."""
+    from playwright.sync_api import expect
+
+    box = page.get_by_role("combobox", name=label, exact=True)
+    box.click()
     page.keyboard.type(option)
-    page.get_by_role("option", name=option, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).wait_for()
+    page.keyboard.press("Enter")
+    expect(box).to_have_value(option, timeout=30_000)
 
 
 def _code_blocks(page: Any) -> list[str]:
