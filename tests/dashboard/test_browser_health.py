@@ -15,7 +15,6 @@ from .test_browser import _check, _open, _settle, _shoot, base_url, browser_page
 def test_health_page_renders_the_sample_figures(base_url, browser_page, extended_db, rows):  # noqa: F811
     page, seen = browser_page
     run = rows(extended_db, q.run_latency()).to_dict("records")[0]
-    calls = rows(extended_db, q.model_call_latency()).to_dict("records")[0]
     errors = rows(extended_db, q.error_rates()).to_dict("records")[0]
     tools = rows(extended_db, q.tool_health())
     page.goto(base_url)
@@ -31,7 +30,7 @@ def test_health_page_renders_the_sample_figures(base_url, browser_page, extended
     )
     for text in ("What was timed", "Milliseconds (log scale)", "Failed attempts", "retry outcome"):
         assert page.get_by_text(text, exact=True).count() >= 1, text  # every axis says what it shows
-    assert page.get_by_text(duration(calls["p50_ms"]), exact=True).count() >= 1
+    assert page.locator("[data-testid='stMetric']").count() == 6  # the six headline figures, two rows
     # Tables are drawn on a canvas: count them (latency per model, error causes, tools).
     assert page.locator("[data-testid='stDataFrame']").count() == 3
     assert page.get_by_text("Tools", exact=True).count() == 1 and not tools.empty
