@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
+from ledger.conventions import TOOL_SOFT_FAILURE
 from ledger.errors import InputError, NotFound, TurnledgerError
 from ledger.terms import input_tokens_sum, usd_sum
 
@@ -65,6 +66,12 @@ CACHE_WEAK = 0.1  # above this: weak; otherwise broken
 INPUT_TOKENS = input_tokens_sum()  # every input-side term, cached or not
 HIT_RATE = f"sum(cache_read_tokens)::DOUBLE / nullif(sum({INPUT_TOKENS}), 0)"  # over grouped rows
 ROW_HIT_RATE = f"cache_read_tokens::DOUBLE / nullif({INPUT_TOKENS}, 0)"  # of one row
+# A tool span that ran and found nothing (alias ``s``: spans). ``contains`` first: it spares a JSON
+# parse on nearly every span, which lacks the key (ingest stores attributes as compact JSON).
+SOFT_FAILURE = (
+    f"""coalesce(contains(s.attributes, '"{TOOL_SOFT_FAILURE}":') """
+    f"""AND json_extract_string(s.attributes, '$."{TOOL_SOFT_FAILURE}"') = 'true', FALSE)"""
+)
 BUCKETS = frozenset({"minute", "hour", "day", "week", "month"})
 
 

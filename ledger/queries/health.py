@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ledger import conventions as c
 
-from .core import NO_FILTERS, Filters, Query, filtered, query
+from .core import NO_FILTERS, SOFT_FAILURE, Filters, Query, filtered, query
 
 __all__ = ["error_causes", "error_rates", "model_call_latency", "run_errors", "run_latency", "tool_health"]
 
@@ -43,8 +43,6 @@ _TOOL = f"""CASE WHEN starts_with(s.name, 'execute_tool ') THEN substr(s.name, 1
            ELSE coalesce(json_extract_string(s.attributes, '$."{c.TOOL_NAME}"'), s.name) END"""
 # The JSON columns are written by ``ledger.rows`` (orjson, compact): a key reads ``"key":``, so
 # the cheap probe finds the spans that carry the flag and only those are parsed.
-_SOFT = f"""contains(s.attributes, '"{c.TOOL_SOFT_FAILURE}":')
-           AND json_extract_string(s.attributes, '$."{c.TOOL_SOFT_FAILURE}"') = 'true'"""
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
             WHEN error_type = '529' THEN 'overloaded (529)'
@@ -166,7 +164,7 @@ def tool_health(f: Filters = NO_FILTERS) -> Query:
         w
         + f""", tc AS (
     SELECT s.trace_id, {_TOOL} AS tool, {_SPAN_MS} AS ms, s.status_code = 'ERROR' AS hard,
-           s.status_code IS DISTINCT FROM 'ERROR' AND {_SOFT} AS soft
+           s.status_code IS DISTINCT FROM 'ERROR' AND {SOFT_FAILURE} AS soft
     FROM spans s SEMI JOIN fr USING (trace_id) WHERE s.operation = 'execute_tool'
 )
 SELECT tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,

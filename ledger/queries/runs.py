@@ -7,7 +7,7 @@ from typing import Any
 from ledger import conventions as c
 from ledger.terms import token_columns, usd_columns, usd_sum
 
-from .core import NO_FILTERS, ROW_HIT_RATE, Filters, Query, choose, filtered, query, sums, verdict_sql
+from .core import NO_FILTERS, ROW_HIT_RATE, SOFT_FAILURE, Filters, Query, choose, filtered, query, sums, verdict_sql
 
 __all__ = [
     "find_runs",
@@ -36,7 +36,6 @@ def _tool_content(key: str) -> str:
 
 _TOOL_RESULT = _tool_content(c.TOOL_CALL_RESULT)
 _TOOL_ARGUMENTS = _tool_content(c.TOOL_CALL_ARGUMENTS)
-_SOFT_FAILURE = f"coalesce(json_extract_string(s.attributes, '$.\"{c.TOOL_SOFT_FAILURE}\"') = 'true', FALSE)"
 _FIND_ORDER = {"recent": "started_at DESC, trace_id", "cost": "usd_total DESC, trace_id"}
 
 
@@ -154,7 +153,7 @@ def run_trace_tree(trace_id: str) -> Query:
        s.start_time, s.end_time,
        (epoch_ns(s.start_time) - min(epoch_ns(s.start_time)) OVER ()) / 1e6 AS offset_ms,
        (epoch_ns(s.end_time) - epoch_ns(s.start_time)) / 1e6 AS duration_ms,
-       s.status_code, s.status_message, {_TOOL_NAME} AS tool, {_SOFT_FAILURE} AS soft_failure,
+       s.status_code, s.status_message, {_TOOL_NAME} AS tool, {SOFT_FAILURE} AS soft_failure,
        {_TOOL_ARGUMENTS} AS tool_arguments, {_TOOL_RESULT} AS tool_result, coalesce(json_array_length(s.events), 0) AS events,
        c.model, c.attempt, nullif(c.retry_cause, '') AS retry_cause, c.finish_reason, c.error_type,
        {tokens}, c.unpriced, {usd_sum("c")} AS usd, d.duplicate_of,
