@@ -241,6 +241,44 @@ CREATE TABLE call_copies (
 """
 
 
+# Migration 14: judgments attached to traces (issue #15). One row per judgment of a run or a span:
+# a user's feedback (POST /v1/feedback) or an evaluation (a `gen_ai.evaluation.result` span event,
+# OpenInference's evaluation attributes). `failed` and `safety` are decided once, when the row is
+# written (what counts as negative or as a safety judgment is configuration, `ledger.quality`), so
+# the review queue, sampling and the alert rules all read the same verdict.
+_V14_QUALITY = """
+CREATE TABLE evaluations (
+    eval_id      VARCHAR NOT NULL,  -- the client's id for feedback (idempotent), else H(trace, span, event)
+    kind         VARCHAR NOT NULL,  -- feedback | evaluation
+    trace_id     VARCHAR NOT NULL,
+    span_id      VARCHAR,           -- NULL: the judgment is of the whole run
+    tenant       VARCHAR,
+    name         VARCHAR NOT NULL,  -- the evaluation's name (gen_ai.evaluation.name); feedback: its source's name
+    score        DOUBLE,
+    label        VARCHAR,
+    explanation  VARCHAR,           -- redacted like any captured text; feedback's comment
+    tags         JSON,
+    source       VARCHAR,           -- who judged: a user, an LLM judge, a human reviewer, a library
+    failed       BOOLEAN NOT NULL,  -- negative feedback / a failed evaluation
+    safety       BOOLEAN NOT NULL,  -- a safety judgment (a violation when also failed)
+    time         TIMESTAMP_NS NOT NULL,
+    ingested_at  TIMESTAMP NOT NULL
+);
+CREATE INDEX evaluations_trace ON evaluations (trace_id);
+CREATE TABLE review_items (
+    trace_id     VARCHAR NOT NULL,  -- one item per run
+    reason       VARCHAR NOT NULL,  -- why it entered: errored, step_cap, loop_halt, budget_stop,
+                                    -- negative_feedback, failed_evaluation, manual
+    entered_at   TIMESTAMP NOT NULL,
+    status       VARCHAR NOT NULL,  -- open | closed
+    tags         JSON,              -- from the fixed list (bad_plan, wrong_tool, ...; extensible in config)
+    note         VARCHAR,
+    reviewer     VARCHAR,
+    closed_at    TIMESTAMP
+);
+"""
+
+
 # A migration is SQL, or a function of the connection for changes SQL alone cannot make.
 Migration = str | Callable[[duckdb.DuckDBPyConnection], None]
 
@@ -331,6 +369,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (9, "span links", "ALTER TABLE spans ADD COLUMN links JSON DEFAULT '[]'"),
     (10, "content references and trace indexes", _v10_content_refs),
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
+    (14, "feedback, evaluations and the review queue", _V14_QUALITY),
 ]
 
 

@@ -155,6 +155,12 @@ _CALL_COPIES = _columns("""
     start_time TIMESTAMP_NS, end_time TIMESTAMP_NS, usage_terms INTEGER, scope_name VARCHAR,
     duplicate_of_trace VARCHAR, duplicate_of VARCHAR
 """)
+# Migration 14: feedback and evaluations attached to traces (``ledger.schema._V14_QUALITY`` says what each holds).
+_EVALUATIONS = _columns("""
+    eval_id VARCHAR, kind VARCHAR, trace_id VARCHAR, span_id VARCHAR, tenant VARCHAR, name VARCHAR, score DOUBLE,
+    label VARCHAR, explanation VARCHAR, tags JSON, source VARCHAR, failed BOOLEAN, safety BOOLEAN,
+    time TIMESTAMP_NS, ingested_at TIMESTAMP
+""")
 _RUNS_HEAD = _columns("""
     trace_id VARCHAR, root_span_id VARCHAR, name VARCHAR, service_name VARCHAR, agent_name VARCHAR,
     agent_version VARCHAR, prompt_version VARCHAR, tool_schema_version VARCHAR, tenant VARCHAR,
@@ -180,6 +186,7 @@ def _declare(name: str) -> tuple[Column, ...]:
         "message_chain": _MESSAGE_CHAIN,
         "contexts": (*_CONTEXTS, *_APPENDED["contexts"]),
         "call_copies": _CALL_COPIES,
+        "evaluations": _EVALUATIONS,
     }
     return fixed[name]
 

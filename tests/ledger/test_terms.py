@@ -39,7 +39,7 @@ def _live_columns(con, name):
     ).fetchall()
 
 
-@pytest.mark.parametrize("name", [*WRITTEN, "runs"])
+@pytest.mark.parametrize("name", [*WRITTEN, "runs", "evaluations"])
 def test_every_table_declaration_matches_the_live_schema(ledger, name):
     assert _live_columns(ledger, name) == [(c.name, c.sql_type) for c in table(name).columns]
 
