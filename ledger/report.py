@@ -74,6 +74,7 @@ def build_report(
             "spend_in_affected_runs": guards["spend_in_looping_runs"],
             "by_shape": trips,
         },
+        "step_cap_halts": guards["step_cap_halts"],
         "step_cap_rate": guards["step_cap_rate"],
         "budget_stop_rate": guards["budget_stop_rate"],
         "unpriced_calls": guards["unpriced_calls"],

@@ -15,7 +15,10 @@ __all__ = ["guard_summary", "loop_spend", "loop_trip_runs", "loop_trips", "loop_
 
 @query
 def loop_trips(f: Filters = NO_FILTERS) -> Query:
-    """Loop-detector trips by shape (nudges and halts), the runs they hit and those runs' whole spend."""
+    """Loop-detector trips by shape (nudges and halts), the runs they hit and those runs' whole spend.
+
+    Step-cap halts are the harness's step limit, not the loop detector: counted apart
+    (``guard_summary.step_cap_halts``), as ``runs.loop_trips`` counts them."""
     w, p = filtered(f)
     return Query(
         w
@@ -25,7 +28,8 @@ def loop_trips(f: Filters = NO_FILTERS) -> Query:
            (SELECT trace_id FROM guard_events x WHERE x.name = '{c.EVENT_LOOP_TRIP}' AND x.shape IS NOT DISTINCT FROM g.shape)
        ) AS spend_in_affected_runs
 FROM guard_events g SEMI JOIN fr USING (trace_id)
-WHERE g.name = '{c.EVENT_LOOP_TRIP}' GROUP BY g.shape ORDER BY trips DESC, g.shape""",
+WHERE g.name = '{c.EVENT_LOOP_TRIP}' AND g.shape IS DISTINCT FROM '{STEP_CAP_SHAPE}'
+GROUP BY g.shape ORDER BY trips DESC, g.shape""",
         p,
     )
 
