@@ -309,7 +309,6 @@ _KEY_CHARS = r"[A-Za-z0-9_\-]"
 # UTF-8 bytes of another character (some are Unicode digits, which ``\d`` matches in a str).
 _D = rb"(?:[0-9]|[\x80-\xff]{2,4})"
 _AWS_ID_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
-_SECRET_KEY_NEEDLES = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "cookie", "ssn", "sig", "session")
 
 DETECTORS: tuple[Detector, ...] = (
     Detector(
@@ -372,8 +371,8 @@ DETECTORS: tuple[Detector, ...] = (
         lower=True,
         valid=_basic_credentials,
     ),
-    # key=value secrets in free text: which keys count is the key rule's call (set by the policy).
-    Detector("secret", None, _SECRET_KEY_NEEDLES, lower=True, also=(":", "=")),
+    # key=value secrets in free text: which keys count, and the needles, are the key rule's call (set by the policy).
+    Detector("secret", None, lower=True, also=(":", "=")),
     Detector(
         "email",
         re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"),

@@ -31,13 +31,21 @@ _MEASURE_WORDS = frozenset(
      "type", "kind", "expires", "expiry", "ttl", "usage", "budget", "estimate", "present", "name"}
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+# Lowercase fragments one of which every secret-named key written in free text contains, however
+# its words are joined (api_key, apiKey, API-KEY): the free-text detector's cheap gate.
+_KEY_FRAGMENTS = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "cookie", "session", *_EXACT_WORDS)
 
 
 class KeyRule:
     """Decides, once per distinct name (cached), whether a name holds a secret."""
 
     def __init__(self, extra_words: Iterable[str] = ()) -> None:
-        self.words = tuple(dict.fromkeys((*SECRET_KEY_WORDS, *(_joined(w) for w in extra_words if w.strip()))))
+        extra = [w for w in extra_words if w.strip()]
+        self.words = tuple(dict.fromkeys((*SECRET_KEY_WORDS, *(_joined(w) for w in extra))))
+        # An extra word's first part is in every spelling of a key that holds it (routing_number: "routing").
+        self.fragments = tuple(
+            dict.fromkeys((*_KEY_FRAGMENTS, *(_WORD.findall(w)[0].lower() for w in extra if _WORD.findall(w))))
+        )
         self.is_secret = lru_cache(maxsize=16_384)(self._is_secret)
 
     def _is_secret(self, key: object) -> bool:

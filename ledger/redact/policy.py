@@ -85,7 +85,11 @@ class Redactor:
         extra = tuple(Detector(kind, re.compile(p)) for kind, p in (extra_patterns or {}).items())
         self.detectors = (
             tuple(
-                dataclasses.replace(d, find=self._key_values, sign=self.keys.sign()) if d.kind == "secret" else d
+                (
+                    dataclasses.replace(d, needles=self.keys.fragments, find=self._key_values, sign=self.keys.sign())
+                    if d.kind == "secret"
+                    else d
+                )
                 for d in DETECTORS
             )
             + extra

@@ -137,6 +137,17 @@ def test_the_policy_is_configurable():
     assert off.text("dana@example.org") == "dana@example.org"
 
 
+@pytest.mark.parametrize("key", ["pin", "PIN", "card_cvv", "cvc", "otp", "x-sig", "member_code"])
+def test_every_secret_key_name_is_found_in_free_text_too(key):
+    # A key the rule calls secret is redacted when written as key=value in prose, not only as a JSON key.
+    policy = Redactor(extra_keys=["member_code"])
+    assert policy.is_secret_key(key)
+    assert policy.text(f"the user wrote {key}=48213 then {key}: 48213") == (
+        f"the user wrote {key}={REDACTED} then {key}: {REDACTED}"
+    )
+    assert Redactor().text("spin=3 pinned=4 topic: otters") == "spin=3 pinned=4 topic: otters"
+
+
 def test_settings_read_the_environment(monkeypatch):
     monkeypatch.setenv("TURNLEDGER_REDACT", "off")
     monkeypatch.setenv("TURNLEDGER_REDACT_KEYS", "employee_pin, badge")
