@@ -13,7 +13,7 @@ import duckdb
 
 from . import lake
 from .errors import LedgerBusy, TurnledgerError
-from .schema import migrate
+from .schema import MIGRATIONS, migrate, pending_migrations, schema_version
 from .settings import data_path as default_data_path
 from .settings import db_path
 
@@ -51,8 +51,40 @@ def open_ledger(
         raise TurnledgerError(
             f"no ledger at {target!r}: run `turnledger ingest sample_traces/` or `turnledger up` first"
         )
+    con = _connect(target, read_only)
+    # (A DuckDB file turnledger never wrote, schema 0, is left as it is.)
+    if read_only and target != ":memory:" and schema_version(con) and pending_migrations(con):
+        con.close()
+        _upgrade(target)
+        con = _connect(target, read_only)
+    if not read_only:
+        migrate(con)
+    return con
+
+
+def _upgrade(target: str) -> None:
+    """Migrate a file a reader found written by an older turnledger: once, with a short-lived writer
+    (nobody holds the file, or the read-only open would have failed), so a dashboard or report opened
+    after an upgrade reads the schema this version expects instead of failing on a missing column."""
     try:
-        con = duckdb.connect(target, read_only=read_only, config=_CONFIG)
+        writer = duckdb.connect(target, config=_CONFIG)
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            return  # a writer took it meanwhile: it migrates the file as it opens it
+        raise TurnledgerError(
+            f"ledger {target!r} was written by an older turnledger and needs migrations "
+            f"(up to {MIGRATIONS[-1][0]}) this process cannot apply ({exc}): open it once as a user who can "
+            "write it (`turnledger serve --db …` or `turnledger ingest --db …`)"
+        ) from None
+    try:
+        migrate(writer)
+    finally:
+        writer.close()
+
+
+def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(target, read_only=read_only, config=_CONFIG)
     except duckdb.IOException as exc:
         if "lock" not in str(exc).lower():
             raise TurnledgerError(f"cannot open ledger {target!r}: {exc}") from None
@@ -61,6 +93,3 @@ def open_ledger(
             "or `turnledger up`, it owns the file: read through it instead, with `--server http://127.0.0.1:4318` "
             "(its address) or TURNLEDGER_SERVER=http://127.0.0.1:4318, plus TURNLEDGER_TOKEN if it needs a token."
         ) from None
-    if not read_only:
-        migrate(con)
-    return con
