@@ -25,6 +25,9 @@ DIMENSION_LABELS = {
     "agent_version": "Agent version",
     "model": "Model (the run's models)",
     "tool_schema_version": "Tool schema version",
+    "service_version": "Service version (resource)",
+    "environment": "Deployment environment",
+    "variant": "Variant (turnledger.variant)",
 }
 _VERDICT_COLORS = {"better": "#2E7D32", "worse": "#C62828"}  # anything else: grey
 _URL_KEYS = {"by": "cmp_by", "a": "cmp_a", "b": "cmp_b"}

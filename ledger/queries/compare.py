@@ -18,6 +18,9 @@ COMPARE_DIMENSIONS = {
     "agent_version": "agent_version",
     "model": "models",
     "tool_schema_version": "tool_schema_version",
+    "service_version": "service_version",
+    "environment": "environment",
+    "variant": "variant",
 }
 _TOOL_PREFIX = "execute_tool "  # the GenAI span name of a tool call: ``execute_tool {tool}``
 
