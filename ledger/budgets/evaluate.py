@@ -31,6 +31,7 @@ from ledger.queries import Query
 from ledger.terms import input_tokens_sum, usd_sum
 
 from .projection import Projection, project
+from .relative import measure_relative
 from .rules import Level, Rule, decimal_str, level_for
 from .windows import Window, naive_utc, window_for
 
@@ -237,6 +238,9 @@ def evaluate(
 ) -> Evaluation:
     """Measure ``rule`` over the window containing ``now`` (or the run ``trace_id``)."""
     window = window_for(rule, now, trace_id)
+    if rule.relative is not None:  # a candidate against its baseline: measured on its own (ledger.budgets.relative)
+        value, level, figures = measure_relative(con, rule, window)
+        return Evaluation(rule, window, value, level, now, figures)
     recent_since = None
     if rule.metric == "spend" and window.kind != "run":
         recent_since = max(window.start, now - lookback) if window.start else now - lookback

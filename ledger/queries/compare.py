@@ -51,7 +51,8 @@ def compare_runs(f: Filters = NO_FILTERS, by: str = "prompt_version", a: str = "
     return Query(
         w
         + f"""SELECT {column} AS version, trace_id, usd_total, stop_cause, status_code, model_calls,
-       epoch_ns(ended_at - started_at) / 1e9 AS duration_s, cache_read_tokens, {INPUT_TOKENS} AS input_tokens
+       epoch_ns(ended_at - started_at) / 1e9 AS duration_s, cache_read_tokens, {INPUT_TOKENS} AS input_tokens,
+       tool_calls, soft_failures AS tool_errors
 FROM fr WHERE {column} IN (?, ?) AND stop_cause IS NOT NULL ORDER BY version, started_at, trace_id""",
         [*p, a, b],
     )
