@@ -91,6 +91,9 @@ METRICS: Mapping[str, MetricSpec] = {
         MetricSpec("cache_hit_rate", "ratio", "floor", 1.0, "cache_read / (uncached + cache_write + cache_read)"),
         MetricSpec("loop_trip_rate", "ratio", "ceiling", 0.8, "share of runs with at least one loop-detector trip"),
         MetricSpec("step_cap_rate", "ratio", "ceiling", 0.8, "share of runs stopped by the step cap (max_steps)"),
+        MetricSpec(
+            "cost_anomaly", "factor", "ceiling", 1.0, "a run's cost over the p95 of its agent's previous runs"
+        ),  # ledger.budgets.anomaly
     )
 }
 
@@ -128,6 +131,8 @@ def format_metric(metric: str, value: Decimal) -> str:
     """A metric's figure in its own unit: USD for spend and cost metrics, a percentage for rates
     (the one format of ``budget list``, alert texts and the dashboard)."""
     spec = METRICS.get(metric)
+    if spec is not None and spec.unit == "factor":
+        return f"{value:.2f}x"
     return format_ratio(value) if spec is not None and spec.unit == "ratio" else format_money(value)
 
 
@@ -288,7 +293,7 @@ class Rule:
                 f"{self.name} ({self.metric} of {r.candidate} {sign} {self.limit.normalize():f}x {against}, "
                 f"{self.scope}, {self.window}, at least {r.min_runs} runs each{off})"
             )
-        limit = f"${self.limit.normalize():f}" if self.spec.unit == "usd" else format_ratio(self.limit)
+        limit = f"${self.limit.normalize():f}" if self.spec.unit == "usd" else format_metric(self.metric, self.limit)
         off = "" if self.enabled else ", disabled"
         return f"{self.name} ({self.metric} {'>=' if self.spec.direction == 'ceiling' else '<'} {limit}, {self.scope}, {self.window}{off})"
 
