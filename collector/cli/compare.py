@@ -5,20 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from ledger.budgets.relative import DIMENSIONS  # ledger.queries.COMPARE_DIMENSIONS, spelled without DuckDB
+
 from .args import add_filters, add_source, filters_of, reading
 
 __all__ = ["DIMENSIONS", "add_compare", "cmd_compare"]
-
-# ledger.queries.COMPARE_DIMENSIONS (the parser is built without DuckDB)
-DIMENSIONS = (
-    "prompt_version",
-    "agent_version",
-    "model",
-    "tool_schema_version",
-    "service_version",
-    "environment",
-    "variant",
-)
 
 
 def add_compare(p: argparse.ArgumentParser) -> None:

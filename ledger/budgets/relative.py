@@ -51,7 +51,8 @@ __all__ = [
 ]
 
 RELATIVE_TO = ("baseline", "forecast")
-# The dimensions a version is a value of (ledger.queries.COMPARE_DIMENSIONS; kept here free of DuckDB).
+# The dimensions a version is a value of: ledger.queries.COMPARE_DIMENSIONS, spelled here without DuckDB
+# for the parsers (`compare --by`, `budget add --candidate`); tests/ledger/test_compare.py checks they agree.
 DIMENSIONS = (
     "prompt_version",
     "agent_version",
