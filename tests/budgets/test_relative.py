@@ -29,6 +29,7 @@ from ledger.budgets.store import get_rule
 from ledger.errors import InputError
 from ledger.ingest import ingest
 from ledger.spans import SpanRecord
+from tests.dashboard.test_pages import app  # noqa: F401  (a fixture)
 
 from .conftest import ns, post_spans
 
@@ -171,3 +172,17 @@ def test_the_cli_edits_a_template_rule_and_lists_it(tmp_path, capsys) -> None:  
     assert row["relative"]["rollback"] == "flip flag b off" and row["value"] == "no data"
     assert main(["budget", "add", "x", "--template", "error-rate", "--limit", "2", "--db", db]) == 2
     assert "limit is its --factor" in capsys.readouterr().err
+
+
+def test_the_budgets_page_lists_a_relative_rule(app, tmp_path, clock) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    from ledger.budgets import add_rule
+    from ledger.store import open_ledger
+
+    db = tmp_path / "budgets.duckdb"
+    con = open_ledger(db)
+    add_rule(con, _rule("error_rate", "2", rollback=ROLLBACK))
+    ingest(con, runs("v6", 30, 3, at=clock()) + runs("v7", 30, 9, at=clock()))
+    con.close()
+    at = app(db, "budgets")
+    table = next(df.value for df in at.dataframe if "limit" in df.value.columns)
+    assert table[["name", "limit"]].to_dict("records") == [{"name": "rel", "limit": "2.00x"}]
