@@ -78,6 +78,7 @@ RELATIVE_METRICS: Mapping[str, tuple[bool, str]] = {
     "cost_per_hour": (True, "the candidate's spend in the window, against its forecast at the baseline's cost per run"),
 }
 DEFAULT_MIN_RUNS = 30  # as compare's MIN_RUNS: before it, no difference is called
+_SCOPES = ("global", "tenant", "agent", "model")  # what the run filters (ledger.queries.Filters) can narrow to
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +127,8 @@ class Relative:
         if len(self.rollback) > 2_000:
             raise InputError(f"rollback text of {len(self.rollback)} characters: keep it under 2000")
 
-    def check(self, metric: str, window: str) -> None:
-        """Refuse a metric or window this comparison cannot be measured with (the message names it)."""
+    def check(self, metric: str, window: str, scope_kind: str) -> None:
+        """Refuse a metric, window or scope this comparison cannot be measured over (the message names it)."""
         if metric not in RELATIVE_METRICS:
             raise InputError(f"metric {metric!r} for a relative rule: choose one of {', '.join(RELATIVE_METRICS)}")
         if (metric == "cost_per_hour") != (self.to == "forecast"):
@@ -136,6 +137,8 @@ class Relative:
             )
         if window == "run":
             raise InputError("a relative rule compares many runs: choose a time window, e.g. rolling_hour")
+        if scope_kind not in _SCOPES:
+            raise InputError(f"a relative rule's scope is {', '.join(_SCOPES)}, not {scope_kind}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,17 +160,13 @@ class Relative:
             if not d.get(required):
                 raise InputError(f"a relative rule needs {required!r} (DIMENSION=VALUE)")
         raw = d.get("min_runs", DEFAULT_MIN_RUNS)
-        try:
-            min_runs = int(raw) if not isinstance(raw, (bool, float)) else -1
-        except (TypeError, ValueError):
-            min_runs = -1  # refused below, naming the value
-        if min_runs == -1:
+        if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).strip().isdigit():
             raise InputError(f"min_runs={raw!r}: choose a whole number of runs from 1")
         return cls(
             candidate=Version.parse(str(d["candidate"])),
             baseline=Version.parse(str(d["baseline"])),
             to=str(d.get("to") or "baseline"),  # type: ignore[arg-type]  # checked on construction
-            min_runs=min_runs,
+            min_runs=int(raw),
             rollback=str(d.get("rollback") or ""),
         )
 
@@ -217,8 +216,10 @@ def _estimates(rule: Rule, rows: list[dict[str, Any]]) -> tuple[Decimal | None, 
     cand = Runs.of([r for r in rows if r["version"] == rel.candidate.value])
     base = Runs.of([r for r in rows if r["version"] == rel.baseline.value])
     if rule.metric == "cost_per_hour":  # the candidate's spend, against the same runs at the baseline's cost per run
-        spend = Decimal(sum((Decimal(r["usd_total"]) for r in rows if r["version"] == rel.candidate.value), Decimal(0)))
-        base_usd = sum((Decimal(r["usd_total"]) for r in rows if r["version"] == rel.baseline.value), Decimal(0))
+        spend, base_usd = (
+            sum((Decimal(r["usd_total"]) for r in rows if r["version"] == side.value), Decimal(0))
+            for side in (rel.candidate, rel.baseline)
+        )
         forecast = base_usd / base.n * cand.n if base.n else None
         return spend, forecast, cand.n, base.n
     metric = next(m for m in METRICS if m.key == rule.metric)
@@ -226,12 +227,9 @@ def _estimates(rule: Rule, rows: list[dict[str, Any]]) -> tuple[Decimal | None, 
 
 
 def _scope_filters(rule: Rule) -> dict[str, str]:
+    """The rule's scope as run filters (``Relative.check`` admitted only those ``Filters`` has)."""
     kind, value = rule.scope.kind, rule.scope.value
-    if kind == "global" or value is None:
-        return {}
-    if kind not in ("tenant", "agent", "model"):
-        raise InputError(f"a relative rule's scope is global, tenant, agent or model, not {kind}")
-    return {kind: value}
+    return {} if kind == "global" or value is None else {kind: value}
 
 
 def measure_relative(

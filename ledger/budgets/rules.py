@@ -241,7 +241,7 @@ class Rule:
         if self.window not in WINDOWS:
             raise BudgetError(f"window {self.window!r}: choose one of {', '.join(WINDOWS)}")
         if self.relative is not None:
-            self.relative.check(self.metric, self.window)
+            self.relative.check(self.metric, self.window, self.scope.kind)
         elif self.metric not in METRICS:
             raise BudgetError(f"metric {self.metric!r}: choose one of {', '.join(METRICS)}")
         object.__setattr__(self, "limit", parse_money(self.limit))

@@ -126,6 +126,9 @@ def test_a_relative_rule_is_checked_and_stored_whole(ledger) -> None:  # type: i
     ):  # fmt: skip
         with pytest.raises(InputError, match=message):
             bad()
+    with pytest.raises(InputError, match="scope is global, tenant, agent, model, not call_site"):
+        Rule("b_x", "x", Scope("call_site", "agent"), "day", Decimal(2), "error_rate",
+             relative=Relative(Version("variant", "a"), Version("variant", "b")))  # fmt: skip
     with pytest.raises(InputError, match="relative rule compares many runs"):
         Rule(
             "b_x",
