@@ -22,11 +22,14 @@ __all__ = [
     "call_sites",
     "cost_distribution",
     "cumulative_cost",
+    "latency_over_time",
     "loop_trips_over_time",
+    "mark_versions",
     "model_terms",
     "retries_by_cause",
     "spend_over_time",
     "stop_causes",
+    "success_over_time",
     "trace_waterfall",
     "turns_vs_cost",
 ]
@@ -85,6 +88,56 @@ def spend_over_time(df: pd.DataFrame, bucket: str) -> go.Figure:
     fig.update_layout(barmode="stack", showlegend=True)  # the legend names the series even when there is one
     _time_bars(fig, df, bucket)
     return _layout(fig, f"Spend per {bucket}, by model", f"Time (UTC, per {bucket})", "Spend (USD)", legend="model")
+
+
+def mark_versions(fig: go.Figure, changes: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+    """A vertical rule where each version first appeared, named (``prompt v7``) at the top of the chart.
+
+    ``changes``: ``q.version_changes`` rows; ``labels``: dimension -> its short name. A shape and an
+    annotation rather than ``add_vline``, whose annotation cannot be placed on a date axis.
+    """
+    names: dict[pd.Timestamp, list[str]] = {}
+    for row in changes.itertuples():  # versions deployed together share one rule and one label
+        names.setdefault(pd.Timestamp(row.first_seen), []).append(
+            f"{labels.get(str(row.dimension), row.dimension)} {row.version}"
+        )
+    for when, parts in names.items():
+        fig.add_shape(type="line", xref="x", yref="paper", x0=when, x1=when, y0=0, y1=1,
+                      line={"color": "#616161", "width": 1, "dash": "dot"})  # fmt: skip
+        fig.add_annotation(
+            x=when, xref="x", y=1, yref="paper", yanchor="bottom", showarrow=False, font={"size": 11},
+            text=plain(" · ".join(sorted(parts))), hovertext=f"first seen {when:%Y-%m-%d %H:%M} UTC",
+        )  # fmt: skip
+    return fig
+
+
+def _outcome_line(df: pd.DataFrame, bucket: str, column: str, name: str, hover: str) -> go.Figure:
+    fig = go.Figure()
+    half = _BUCKET_LENGTH[bucket] / 2
+    fig.add_scatter(
+        x=df["bucket"] + half, y=df[column], mode="lines+markers", name=name, customdata=df["runs"],
+        hovertemplate=hover + " over %{customdata} runs<extra></extra>",
+    )  # fmt: skip
+    if not df.empty:
+        first, last = pd.Timestamp(df["bucket"].min()), pd.Timestamp(df["bucket"].max())
+        length = _BUCKET_LENGTH[bucket]
+        fig.update_xaxes(type="date", range=[first - length * 0.5, last + length * 1.5])
+    return fig
+
+
+def success_over_time(df: pd.DataFrame, bucket: str) -> go.Figure:
+    """The share of finished runs that completed, per time bucket (``q.outcomes_over_time``)."""
+    fig = _outcome_line(df, bucket, "success_rate", "success rate", "%{y:.1%} succeeded")
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+    return _layout(fig, f"Success rate per {bucket}", f"Time (UTC, per {bucket})", "Runs that completed")
+
+
+def latency_over_time(df: pd.DataFrame, bucket: str) -> go.Figure:
+    """The p95 run duration per time bucket, in seconds (``q.outcomes_over_time``)."""
+    seconds = df.assign(p95_run_s=df["p95_run_ms"] / 1000)
+    fig = _outcome_line(seconds, bucket, "p95_run_s", "p95 run duration", "p95 %{y:,.1f} s")
+    fig.update_yaxes(rangemode="tozero")
+    return _layout(fig, f"Run duration p95 per {bucket}", f"Time (UTC, per {bucket})", "Seconds (p95)")
 
 
 def _bin_index(lo: float, per_decade: int) -> int:

@@ -70,6 +70,9 @@ _DIMENSIONS = [
     ("model", "Model"),
     ("agent_version", "Agent version"),
     ("prompt_version", "Prompt version"),
+    ("service_version", "Service version"),
+    ("environment", "Environment"),
+    ("variant", "Variant"),
 ]
 _FILTER_HELP = {
     "model": "Run figures (runs, cost per run, stop causes) cover the runs that called this model, with all "

@@ -15,7 +15,8 @@ direction is better and how its 95% interval is had (``METRICS``):
 * model calls per successful run: Welch's interval for a difference of means
   (``scipy.stats.ttest_ind``);
 * ratios of sums (cost per successful run: all spend over the successes; cache
-  hit rate: cache reads over input tokens): a percentile bootstrap of B - A
+  hit rate: cache reads over input tokens; tool error rate: failed or empty tool
+  calls over tool calls): a percentile bootstrap of B - A
   (``scipy.stats.bootstrap``, each version's runs resampled on their own, a
   fixed seed, so the same ledger always prints the same interval);
 * tool selection: a chi-square test of homogeneity over the tool-call counts
@@ -85,6 +86,8 @@ class Runs:
     duration_s: np.ndarray
     cache_read: np.ndarray
     input_tokens: np.ndarray
+    tool_calls: np.ndarray
+    tool_errors: np.ndarray  # tool calls that failed or found nothing (``runs.soft_failures``)
 
     @classmethod
     def of(cls, rows: Sequence[Mapping[str, Any]]) -> Runs:
@@ -103,6 +106,8 @@ class Runs:
             duration_s=column("duration_s"),
             cache_read=column("cache_read_tokens"),
             input_tokens=column("input_tokens"),
+            tool_calls=column("tool_calls"),
+            tool_errors=column("tool_errors"),
         )
 
     @property
@@ -178,6 +183,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("steps_per_success", "model calls per successful run", "steps", False, "mean_of_successes", "steps"),
     Metric("latency_p95", "run duration, p95", "seconds", False, "quantile", "duration_s", share=0.95),
     Metric("cache_hit_rate", "cache hit rate", "share", True, "ratio", "cache_read", denominator="input_tokens"),
+    # A share of tool calls, not of runs: the calls of one run are resampled together (a ratio's bootstrap).
+    Metric("tool_error_rate", "tool error rate", "share", False, "ratio", "tool_errors", denominator="tool_calls"),
 )
 
 

@@ -163,6 +163,7 @@ TOOL_CALL_RESULT = _gen_ai.GEN_AI_TOOL_CALL_RESULT  # redacted and truncated by 
 TOOL_TYPE = _gen_ai.GEN_AI_TOOL_TYPE
 DEPLOYMENT_ENVIRONMENT_NAME = _deployment.DEPLOYMENT_ENVIRONMENT_NAME  # resource, current name
 DEPLOYMENT_ENVIRONMENT = "deployment.environment"  # resource, the older name many backends still read
+VARIANT = "turnledger.variant"  # a free experiment label, on the root span or the resource
 STEP = "turnledger.step"  # 0-based loop step a model call or tool call belongs to
 TOTAL_TOKENS = "turnledger.usage.total_tokens"  # on the root: all four terms of every attempt
 TOOL_RESULT_LENGTH = "turnledger.tool.result.length"  # characters before truncation

@@ -22,7 +22,15 @@ from . import lake, terms
 from .tables import table
 from .terms import PriceTerm
 
-__all__ = ["STEP_CAP_SHAPE", "defer", "earliest", "refresh_pending_runs", "refresh_runs", "refresh_with_pending"]
+__all__ = [
+    "STEP_CAP_SHAPE",
+    "defer",
+    "earliest",
+    "refresh_pending_runs",
+    "refresh_runs",
+    "refresh_with_pending",
+    "version_aggregates",
+]
 
 # The harness reports its step limit as a loop trip of this shape (a halt); runs count it as a
 # step-cap halt, apart from the loop detector's own trips (repeat, cycle, stall).
@@ -31,6 +39,26 @@ STEP_CAP_SHAPE = "step_cap"
 
 def _attr(alias: str, key: str) -> str:
     return f"json_extract_string({alias}.attributes, '$.\"{key}\"')"
+
+
+# The version dimensions beside agent and prompt version (migration 16): each run's value is the
+# root span's, else any span's (a resource is the same on every span one process sends).
+_VERSION_KEYS = {
+    "service_version": ((), (c.SERVICE_VERSION,)),
+    "environment": ((), (c.DEPLOYMENT_ENVIRONMENT_NAME, c.DEPLOYMENT_ENVIRONMENT)),  # current name first
+    "variant": ((c.VARIANT,), (c.VARIANT,)),
+}
+
+
+def version_aggregates(alias: str = "s") -> dict[str, str]:
+    """Each version column -> its aggregate over a trace's spans (attributes first, then the resource)."""
+    out = {}
+    for column, (attribute_keys, resource_keys) in _VERSION_KEYS.items():
+        paths = [_attr(alias, k) for k in attribute_keys]
+        paths += [f"json_extract_string({alias}.resource, '$.\"{k}\"')" for k in resource_keys]
+        value = paths[0] if len(paths) == 1 else f"coalesce({', '.join(paths)})"
+        out[column] = f"arg_min({value}, {alias}.parent_span_id <> '') FILTER (WHERE {value} IS NOT NULL)"
+    return out
 
 
 def _stop_cause() -> str:
@@ -72,6 +100,7 @@ def _run_values() -> dict[str, str]:
         "invalid_usage_calls": "coalesce(ch.invalid_usage_calls, 0)",
         "usd_total": f"coalesce({terms.usd_sum('ch')}, 0)",
         "models": "ch.models",
+        **{column: f"sp.{column}" for column in _VERSION_KEYS},
     }
     for t in terms.TERMS:
         values[t.tokens_column] = f"coalesce(ch.{t.tokens_column}, 0)"
@@ -92,7 +121,8 @@ sp AS (
            count(*) FILTER (WHERE s.operation = 'execute_tool') AS tool_calls,
            count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
                OR {soft_failure} = 'true')) AS soft_failures,
-           any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name
+           any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name,
+           {versions}
     FROM spans s JOIN t USING (trace_id) WHERE s.start_time >= $since GROUP BY s.trace_id
 ),
 ch AS (
@@ -130,6 +160,7 @@ def _refresh_sql(_terms: tuple[PriceTerm, ...], verb: str = "INSERT OR REPLACE")
         loop_trip=c.EVENT_LOOP_TRIP,
         step_cap=STEP_CAP_SHAPE,
         values=",\n    ".join(runs.in_order(_run_values())),
+        versions=",\n           ".join(f"{v} AS {k}" for k, v in version_aggregates().items()),
     )
 
 

@@ -16,7 +16,7 @@ import duckdb
 
 from . import lake, terms
 from .conventions import EVENT_LOOP_TRIP
-from .runs import STEP_CAP_SHAPE
+from .runs import STEP_CAP_SHAPE, version_aggregates
 from .tables import USD, term_columns
 
 __all__ = ["MIGRATIONS", "add_term_columns", "migrate", "pending_migrations", "schema_version"]
@@ -358,6 +358,20 @@ FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_
     _alter_indexed(con, "budgets", _add_not_null("budgets", "enabled", "BOOLEAN", "true"))
 
 
+def _v16_versions_and_relative_rules(con: duckdb.DuckDBPyConnection) -> None:
+    """Service version, deployment environment and a free variant label are run dimensions beside the
+    agent and prompt versions, filled in from the spans already stored; a budget rule can be measured
+    against a baseline version (``ledger.budgets.relative``: its definition as JSON, NULL for the others)."""
+    versions = version_aggregates("s")
+    _alter_indexed(con, "runs", [f"ALTER TABLE runs ADD COLUMN {column} VARCHAR" for column in versions])
+    con.execute(
+        f"""UPDATE runs SET {", ".join(f"{k} = v.{k}" for k in versions)}
+FROM (SELECT s.trace_id, {", ".join(f"{expr} AS {k}" for k, expr in versions.items())} FROM spans s GROUP BY 1) v
+WHERE v.trace_id = runs.trace_id"""
+    )
+    _alter_indexed(con, "budgets", ["ALTER TABLE budgets ADD COLUMN relative JSON"])
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -370,6 +384,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (10, "content references and trace indexes", _v10_content_refs),
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
     (14, "feedback, evaluations and the review queue", _V14_QUALITY),
+    (16, "service version, environment and variant on runs; baseline-relative rules", _v16_versions_and_relative_rules),
 ]
 
 

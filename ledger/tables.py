@@ -124,7 +124,9 @@ _APPENDED = {
     "spans": _columns("links JSON, content_refs JSON"),  # 9: links, redacted; 10: references to moved content
     "contexts": _columns("response JSON"),  # 10: references to what the model answered (ledger.content)
     "charges": _columns("invalid_usage BOOLEAN"),  # 6: usage that could not be taken as reported
-    "runs": _columns("invalid_usage_calls INTEGER, step_cap_halts INTEGER"),  # 6, 12
+    "runs": _columns(  # 6, 12; 16: the version dimensions resources carry
+        "invalid_usage_calls INTEGER, step_cap_halts INTEGER, service_version VARCHAR, environment VARCHAR, variant VARCHAR"
+    ),
 }
 
 

@@ -23,6 +23,9 @@ FILTER_OPTIONS = {
     "model": "model",
     "agent-version": "agent_version",
     "prompt-version": "prompt_version",
+    "service-version": "service_version",
+    "environment": "environment",
+    "variant": "variant",
 }
 
 

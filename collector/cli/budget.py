@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
+from ledger.budgets.relative import RELATIVE_METRICS, RELATIVE_TO, TEMPLATES
 from ledger.budgets.rules import METRICS, WINDOWS
 
 from .args import add_source
@@ -32,14 +33,34 @@ def add_budget(p: argparse.ArgumentParser) -> None:
     """Add, edit, list, show and remove budget rules."""
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    a = sub.add_parser("add", help="add a budget (spend) or metric rule", description="Add a budget or metric rule.")
+    a = sub.add_parser(
+        "add",
+        help="add a budget (spend), metric or baseline-relative rule",
+        description="Add a budget or metric rule, or a rule measuring a candidate version against the baseline "
+        "serving beside it (--relative-to, or a kill-criterion --template): e.g. `budget add v7-errors --template "
+        "error-rate --candidate prompt_version=v7 --baseline prompt_version=v6 --rollback 'kubectl rollout undo "
+        "deploy/agent'`. Templates: "
+        + "; ".join(f"{name}: {t.describe()}" for name, t in TEMPLATES.items())
+        + ". Every part of a template can be overridden (--factor, --window, --min-runs).",
+    )
     a.add_argument("name", help="a unique name, e.g. acme-daily")
-    a.add_argument("--limit", required=True, help="USD for spend and cost metrics; 0..1 for rates and the cache floor")
+    a.add_argument("--limit", default=None, help="USD for spend and cost metrics; 0..1 for rates and the cache floor")
     a.add_argument(
         "--scope", default="global", help="global (default), or tenant=X, agent=X, model=X, call_site=X, run=TRACE_ID"
     )
-    a.add_argument("--window", default="day", choices=WINDOWS, help="default: day (calendar day in --tz)")
-    a.add_argument("--metric", default="spend", choices=list(METRICS), help="default: spend (the USD budget)")
+    a.add_argument(
+        "--window", default=None, choices=WINDOWS, help="default: day (calendar day in --tz); relative: rolling_hour"
+    )
+    metrics = list(dict.fromkeys([*METRICS, *RELATIVE_METRICS]))
+    a.add_argument("--metric", default=None, choices=metrics, help="default: spend (the USD budget)")
+    rel = a.add_argument_group("baseline-relative rules (the candidate against the baseline serving beside it)")
+    rel.add_argument("--template", choices=list(TEMPLATES), default=None, help="a kill criterion (see above)")
+    rel.add_argument("--relative-to", choices=RELATIVE_TO, default=None, help="baseline, or forecast (cost_per_hour)")
+    rel.add_argument("--factor", default=None, help="exceeded beyond this multiple of the baseline (e.g. 2, 1.5)")
+    rel.add_argument("--candidate", metavar="DIM=VALUE", default=None, help="e.g. prompt_version=v7")
+    rel.add_argument("--baseline", metavar="DIM=VALUE", default=None, help="e.g. prompt_version=v6")
+    rel.add_argument("--min-runs", type=int, default=None, help="finished runs each version needs first (default 30)")
+    rel.add_argument("--rollback", default="", metavar="TEXT", help="the rollback command, carried by every alert")
     a.add_argument(
         "--soft", type=float, default=None, help="warn at this fraction of the limit (default 0.8; 1 = no warning)"
     )
@@ -64,7 +85,11 @@ def add_budget(p: argparse.ArgumentParser) -> None:
         "listed, but neither evaluated nor enforced). Its scope, window and metric stay: rm and add to change those.",
     )
     ed.add_argument("budget", metavar="NAME_OR_ID")
-    ed.add_argument("--limit", default=None, help="the new limit, in the rule's unit (USD, or 0..1 for a rate)")
+    ed.add_argument(
+        "--limit", "--factor", default=None, help="the new limit, in the rule's unit (USD, 0..1 for a rate, a factor)"
+    )
+    ed.add_argument("--min-runs", type=int, default=None, help="a relative rule's minimum runs per version")
+    ed.add_argument("--rollback", default=None, metavar="TEXT", help="a relative rule's rollback text")
     ed.add_argument("--warn-at", type=float, default=None, metavar="FRACTION", help="warn at this fraction (0..1]")
     switch = ed.add_mutually_exclusive_group()
     switch.add_argument("--disable", dest="enabled", action="store_false", default=None, help="switch the rule off")

@@ -21,7 +21,8 @@ from collector.client import ServerClient
 from ledger.budgets.alerts import format_value
 from ledger.budgets.gate import CallScope, decide
 from ledger.budgets.governor import Governor
-from ledger.budgets.rules import Rule
+from ledger.budgets.relative import TEMPLATES
+from ledger.budgets.rules import BudgetError, Rule
 from ledger.budgets.service import add_budget as store_budget
 from ledger.budgets.service import (
     alerts_doc,
@@ -80,13 +81,38 @@ def _when(iso: str) -> datetime:
     return datetime.fromisoformat(iso)
 
 
+def _relative_request(a: argparse.Namespace) -> dict[str, Any]:
+    """What the relative options (or a template, which they override) add to ``budget add``'s request."""
+    template = TEMPLATES[a.template] if a.template else None
+    to = a.relative_to or (template.to if template else None)
+    if to is None:
+        for option in ("factor", "candidate", "baseline", "min_runs"):
+            if getattr(a, option) is not None:
+                raise BudgetError(
+                    f"--{option.replace('_', '-')} belongs to a relative rule: add --relative-to or --template"
+                )
+        return {"limit": a.limit, "window": a.window or "day", "metric": a.metric or "spend"}
+    if a.limit is not None:
+        raise BudgetError("a relative rule's limit is its --factor, not --limit")
+    factor = a.factor if a.factor is not None else (template.factor if template else None)
+    if factor is None:
+        raise BudgetError("a relative rule needs --factor (e.g. 2: beyond twice the baseline)")
+    relative = {"to": to, "candidate": a.candidate, "baseline": a.baseline, "rollback": a.rollback}
+    if a.min_runs is not None:
+        relative["min_runs"] = a.min_runs
+    return {
+        "limit": str(factor),
+        "window": a.window or (template.window if template else "rolling_hour"),
+        "metric": a.metric or (template.metric if template else None),
+        "relative": relative,
+    }
+
+
 def _budget_add(a: argparse.Namespace) -> int:
     request = {
         "name": a.name,
-        "limit": a.limit,
+        **_relative_request(a),
         "scope": a.scope,
-        "window": a.window,
-        "metric": a.metric,
         "soft_fraction": a.soft,
         "timezone": a.tz,
         "webhooks": [{"url": u, "format": "json"} for u in a.webhook]
@@ -142,7 +168,13 @@ def _budget_show(a: argparse.Namespace) -> int:
 
 
 def _budget_edit(a: argparse.Namespace) -> int:
-    options = {"limit": a.limit, "soft_fraction": a.warn_at, "enabled": a.enabled}
+    options = {
+        "limit": a.limit,
+        "soft_fraction": a.warn_at,
+        "enabled": a.enabled,
+        "min_runs": a.min_runs,
+        "rollback": a.rollback,
+    }
     changes = {k: v for k, v in options.items() if v is not None}
     client = _client(a)
     rule = client.edit_budget(a.budget, changes) if client else edit_budget(_write(a.db), a.budget, changes)

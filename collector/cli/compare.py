@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from ledger.budgets.relative import DIMENSIONS  # ledger.queries.COMPARE_DIMENSIONS, spelled without DuckDB
+
 from .args import add_filters, add_source, filters_of, reading
 
 __all__ = ["DIMENSIONS", "add_compare", "cmd_compare"]
 
-DIMENSIONS = ("prompt_version", "agent_version", "model", "tool_schema_version")  # ledger.queries.COMPARE_DIMENSIONS
-
 
 def add_compare(p: argparse.ArgumentParser) -> None:
-    """Compare two versions (prompt, agent, model, tool schema): differences, intervals, verdicts."""
+    """Compare two versions (prompt, agent, model, tool schema, service, environment, variant): verdicts."""
     p.description = (
         "A is the baseline, B the candidate: each difference is B - A with a 95% interval, and the verdict "
         "(better / worse / no detectable difference at n=...) says what B is. No difference is called while "

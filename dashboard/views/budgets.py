@@ -19,7 +19,7 @@ from dashboard import budget_edits, ui
 from dashboard.loaders import budgets as load_budgets
 from dashboard.loaders import load
 from ledger import queries as q
-from ledger.budgets.rules import METRICS, WINDOWS, format_metric, format_money
+from ledger.budgets.rules import METRICS, WINDOWS, Rule, format_metric, format_money
 from ledger.budgets.service import budget_row
 from ledger.errors import TurnledgerError
 
@@ -50,7 +50,7 @@ def _budget_table(statuses: list[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for status in statuses:
         row, now, last = budget_row(status), status["now"] or {}, status["last_alert"] or {}
-        ceiling = METRICS[row["metric"]].direction == "ceiling"  # a floor's "share used" means nothing
+        ceiling = Rule.from_dict(status).spec.direction == "ceiling"  # a floor's "share used" means nothing
         rows.append(
             {
                 **row,
@@ -88,9 +88,12 @@ def _figure(key: str, value: Any) -> str:
     return ui.count(value) if isinstance(value, int) else str(value)
 
 
-def _limit_input(where: Any, label: str, metric: str, value: Decimal | None, key: str) -> Decimal:
-    """A limit typed in its rule's unit (USD, or a percentage for a rate); returned as the rule stores it."""
-    if METRICS[metric].unit == "usd":
+def _limit_input(where: Any, label: str, unit: str, value: Decimal | None, key: str) -> Decimal:
+    """A limit typed in its rule's unit (USD, a percentage for a rate, a factor); returned as the rule stores it."""
+    if unit == "factor":  # a relative rule's factor, or the cost anomaly's multiple of the baseline p95
+        typed = where.number_input(f"{label} (x)", min_value=0.0, value=float(value or 5), step=0.1, key=key)
+        return Decimal(str(typed))
+    if unit == "usd":
         typed = where.number_input(
             f"{label} (USD)", min_value=0.0, value=float(value or 10), step=1.0, format="%.4f", key=key
         )
@@ -140,7 +143,7 @@ def _add_form() -> None:
         name = c[0].text_input("Name", placeholder="acme-daily", key="budget_add_name")
         scope = c[1].text_input("Scope", value="global", help="global, or tenant=X, agent=X, model=X, call_site=X")
         window = c[2].selectbox("Window", WINDOWS, index=WINDOWS.index("day"), key="budget_add_window")
-        limit = _limit_input(c[3], "Limit", metric, None, key=f"budget_add_limit_{metric}")
+        limit = _limit_input(c[3], "Limit", METRICS[metric].unit, None, key=f"budget_add_limit_{metric}")
         c = st.columns(4)
         soft = _warn_input(c[0], METRICS[metric].default_soft, key=f"budget_add_warn_{metric}")
         hook = c[1].text_input("Webhook URL (optional)", key="budget_add_hook")
@@ -163,10 +166,11 @@ def _edit_form(statuses: list[dict[str, Any]]) -> None:
     names = [s["name"] for s in statuses]
     picked = st.selectbox("Rule", names, key="budget_edit_pick")
     status = next(s for s in statuses if s["name"] == picked)
-    rule_id, metric = status["id"], status["metric"]
+    rule_id = status["id"]
     with st.form(f"budget_edit_{rule_id}"):
         c = st.columns(4)
-        limit = _limit_input(c[0], "New limit", metric, Decimal(status["limit"]), key=f"budget_edit_limit_{rule_id}")
+        unit = Rule.from_dict(status).spec.unit
+        limit = _limit_input(c[0], "New limit", unit, Decimal(status["limit"]), key=f"budget_edit_limit_{rule_id}")
         soft = _warn_input(c[1], float(status["soft_fraction"]), key=f"budget_edit_warn_{rule_id}")
         enabled = c[2].toggle(
             "Enabled",

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import loaders, ui
+from dashboard import charts, loaders, ui
 from dashboard.loaders import load
 from dashboard.ui import plain
 from ledger import queries as q
@@ -25,6 +25,9 @@ DIMENSION_LABELS = {
     "agent_version": "Agent version",
     "model": "Model (the run's models)",
     "tool_schema_version": "Tool schema version",
+    "service_version": "Service version (resource)",
+    "environment": "Deployment environment",
+    "variant": "Variant (turnledger.variant)",
 }
 _VERDICT_COLORS = {"better": "#2E7D32", "worse": "#C62828"}  # anything else: grey
 _URL_KEYS = {"by": "cmp_by", "a": "cmp_a", "b": "cmp_b"}
@@ -217,6 +220,31 @@ def render() -> None:
             table[["key", "a", "b", "difference", "interval_low", "interval_high", "verdict"]],
             hide_index=True,
         )
+    _over_time(f, by)
+
+
+def _over_time(f: q.Filters, by: str) -> None:
+    """Success and p95 duration per time bucket with each version change marked, and every version's first and last run."""
+    st.subheader("Over time", anchor=False)
+    bounds = ui.first_row(load(q.time_bounds, f))
+    bucket = ui.bucket_for(bounds["last_run"] - bounds["first_run"])
+    outcomes, changes = load(q.outcomes_over_time, f, bucket=bucket), load(q.version_changes, f)
+    left, right = st.columns(2)
+    for column, figure, key in (
+        (left, charts.success_over_time, "cmp_success"),
+        (right, charts.latency_over_time, "cmp_latency"),
+    ):
+        column.plotly_chart(charts.mark_versions(figure(outcomes, bucket), changes, q.MARKED_DIMENSIONS), key=key)
+    st.caption(
+        "A dotted rule marks where a prompt, agent, service or tool-schema version was first seen (spend over time on the overview too)."
+    )
+    versions = load(q.compare_versions, f, by=by)
+    st.dataframe(
+        versions,
+        hide_index=True,
+        column_config={"first_seen": "first seen (UTC)", "last_seen": "last seen (UTC)"},
+        key="cmp_versions",
+    )
 
 
 ui.guarded(render)

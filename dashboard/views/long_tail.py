@@ -47,13 +47,26 @@ def render() -> None:
 
     listed = load(q.long_tail, f, limit=TOP)
     tail = listed[~(listed["times_median"] <= 1)].copy()  # a run at or below the median cost is not the tail
-    tail["why"] = ["; ".join(expense_reasons(row, typical)) for row in tail.to_dict("records")]
+    # A run far above its own agent's recent p95 says so first (q.cost_anomalies: no dollar threshold).
+    flagged = load(q.cost_anomalies, f, limit=TOP).set_index("trace_id")["times_baseline_p95"]
+    tail["why"] = [
+        "; ".join(
+            (
+                [f"cost anomaly: {flagged[row['trace_id']]:.1f}× its agent's recent p95"]
+                if row["trace_id"] in flagged
+                else []
+            )
+            + expense_reasons(row, typical)
+        )
+        for row in tail.to_dict("records")
+    ]
     tail["open"] = ui.run_links(tail["trace_id"])
     st.subheader(f"The {len(tail)} most expensive runs", anchor=False)
     st.caption(
         f"Median run: {count(typical.get('median_turns'))} turns, {count(typical.get('median_input_tokens'))} input "
         f"tokens, {usd(typical.get('median_usd'))}. 'why' compares each run to that. Open a run to see its trace and "
-        "the exact context of each turn."
+        "the exact context of each turn. A cost anomaly cost more than "
+        f"{q.ANOMALY_FACTOR:g}× the p95 of its agent's previous {q.ANOMALY_WINDOW} runs."
         + (
             f" Only {plural(len(tail), 'run')} cost more than the median, so the list stops there."
             if len(tail) < len(listed)

@@ -121,9 +121,12 @@ def render() -> None:
     bucket = ui.bucket_for(bounds["last_run"] - bounds["first_run"])
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(charts.spend_over_time(load(q.spend_over_time, f, bucket=bucket), bucket), key="spend_time")
+        spend = charts.spend_over_time(load(q.spend_over_time, f, bucket=bucket), bucket)
+        charts.mark_versions(spend, load(q.version_changes, f), q.MARKED_DIMENSIONS)
+        st.plotly_chart(spend, key="spend_time")
         st.caption(
-            f"Each bar is one {bucket} of model-call spend (UTC); colours split it by model. Taller = more money."
+            f"Each bar is one {bucket} of model-call spend (UTC); colours split it by model. Taller = more money. "
+            "A dotted rule names a prompt, agent, service or tool-schema version where it first appeared."
         )
     with right:
         hist = load(q.cost_histogram, f, bins_per_decade=HIST_BINS_PER_DECADE)

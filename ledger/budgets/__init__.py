@@ -3,6 +3,8 @@
 * :mod:`.rules` — what a rule is (scope, window, metric, limit, soft fraction).
 * :mod:`.windows` — calendar and rolling windows from an injectable clock.
 * :mod:`.evaluate` — SQL builders and evaluation of a rule over its window.
+* :mod:`.relative` — baseline-relative rules: a candidate version against the baseline beside it.
+* :mod:`.anomaly` — the cost-anomaly metric: a run against its own agent's recent p95.
 * :mod:`.alerts` — the deduplicating alert state machine.
 * :mod:`.delivery` — webhook delivery on background threads, every attempt recorded.
 * :mod:`.targets` — where a webhook may POST (checked when a rule is added and at every delivery).

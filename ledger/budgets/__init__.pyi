@@ -4,6 +4,7 @@ from .evaluate import Evaluation, evaluate
 from .gate import BudgetGate, CallScope, Decision, LedgerSource, check_request, decide
 from .governor import Governor
 from .projection import Projection, project
+from .relative import TEMPLATES, Relative, Version
 from .routes import CHECK_PATH
 from .rules import METRICS, SCOPE_KINDS, WINDOWS, BudgetError, Rule, Scope, UnknownBudget, WebhookTarget, covers
 from .store import add_rule, get_rule, list_alerts, list_deliveries, list_rules, new_rule_id, remove_rule, update_rule
@@ -14,6 +15,7 @@ __all__ = [
     "CHECK_PATH",
     "METRICS",
     "SCOPE_KINDS",
+    "TEMPLATES",
     "WINDOWS",
     "AlertBook",
     "AlertEvent",
@@ -30,10 +32,12 @@ __all__ = [
     "LedgerSource",
     "ManualClock",
     "Projection",
+    "Relative",
     "Rule",
     "Scope",
     "TargetPolicy",
     "UnknownBudget",
+    "Version",
     "WebhookTarget",
     "Window",
     "add_rule",

@@ -48,7 +48,9 @@ class AlertState:
 
 
 def format_value(rule: Rule, value: Decimal | None) -> str:
-    """A rule's figure in its unit (``rules.format_metric``), or "no data"."""
+    """A rule's figure in its unit (``rules.format_metric``; a relative rule's is a factor: ``2.35x``), or "no data"."""
+    if value is not None and rule.relative is not None:
+        return f"{value:.2f}x"
     return "no data" if value is None else format_metric(rule.metric, value)
 
 
@@ -71,6 +73,8 @@ class AlertEvent:
     def text(self) -> str:
         """One line for people (the Slack body and the CLI)."""
         r = self.rule
+        if r.relative is not None:
+            return _relative_text(self)
         where = f"{r.scope}, {self.window_key}"
         value = format_value(r, self.value)
         if r.spec.direction == "ceiling":
@@ -111,6 +115,26 @@ class AlertEvent:
             "figures": self.figures,
             "text": self.text(),
         }
+
+
+def _relative_text(event: AlertEvent) -> str:
+    """A relative rule's line: both versions' figures and runs, the factor, and the rollback to run."""
+    r, f = event.rule, event.figures.get("figures") or {}  # the evaluation's own figures
+    cand, base = f.get("candidate") or {}, f.get("baseline") or {}
+    sign = ">" if r.spec.direction == "ceiling" else "<"
+    ratio = "" if event.value is None else f" ({format_value(r, event.value)})"
+    figures = (
+        f"candidate {cand.get('version')} {cand.get('value')} over {cand.get('runs')} runs vs "
+        f"{base.get('is', 'baseline')} {base.get('version')} {base.get('value')} over {base.get('runs')} runs{ratio}"
+    )
+    factor = f"{r.limit.normalize():f}x"
+    head = {"ok": f"back to ok (within {factor})", "warn": f"warning, past {format_value(r, event.threshold)}"}
+    line = (
+        f"{_ICON[event.level]} turnledger {r.metric} rule '{r.name}' ({r.scope}, {event.window_key}) "
+        f"{head.get(event.level, f'EXCEEDED: {r.metric} {sign} {factor}')}: {figures}."
+    )
+    rollback = f.get("rollback")
+    return line + (f" Roll back: {rollback}" if rollback and event.level != "ok" else "")
 
 
 def _threshold(rule: Rule, level: str) -> Decimal | None:

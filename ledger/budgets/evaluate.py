@@ -30,7 +30,9 @@ import duckdb
 from ledger.queries import Query
 from ledger.terms import input_tokens_sum, usd_sum
 
+from .anomaly import ANOMALY_METRIC, anomaly_query
 from .projection import Projection, project
+from .relative import measure_relative
 from .rules import Level, Rule, decimal_str, level_for
 from .windows import Window, naive_utc, window_for
 
@@ -170,6 +172,8 @@ def measure_query(
             "count(*) AS charges"
         )
         return Query(f"SELECT {select_trace}{select} FROM charges c WHERE {' AND '.join(where)}{group}", params)
+    if rule.metric == ANOMALY_METRIC:  # each run against its own agent's baseline (ledger.budgets.anomaly)
+        return anomaly_query(where, params, select_trace, group)
     select = (
         "count(*) AS runs, count(*) FILTER (WHERE r.stop_cause = 'completed') AS successful_runs, "
         "coalesce(sum(r.usd_total), 0) AS total_usd, quantile_disc(r.usd_total, 0.95) AS p95_usd, "
@@ -190,6 +194,9 @@ def _value(rule: Rule, row: dict[str, Any]) -> Decimal | None:
         return Decimal(row["spend"])
     if m == "cache_hit_rate":
         return _ratio(int(row["cache_read_tokens"]), int(row["input_tokens"]))
+    if m == ANOMALY_METRIC:
+        times = row["times_baseline_p95"]
+        return None if times is None else Decimal(str(round(times, 6)))
     runs = int(row["runs"] or 0)
     if m == "p95_run_cost":
         return None if not runs else Decimal(row["p95_usd"])
@@ -237,6 +244,9 @@ def evaluate(
 ) -> Evaluation:
     """Measure ``rule`` over the window containing ``now`` (or the run ``trace_id``)."""
     window = window_for(rule, now, trace_id)
+    if rule.relative is not None:  # a candidate against its baseline: measured on its own (ledger.budgets.relative)
+        value, level, figures = measure_relative(con, rule, window)
+        return Evaluation(rule, window, value, level, now, figures)
     recent_since = None
     if rule.metric == "spend" and window.kind != "run":
         recent_since = max(window.start, now - lookback) if window.start else now - lookback

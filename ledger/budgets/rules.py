@@ -29,6 +29,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger.errors import InputError, NotFound
 
+from .relative import RELATIVE_METRICS, Relative
+
 __all__ = [
     "LEVELS",
     "METRICS",
@@ -68,7 +70,7 @@ class UnknownBudget(NotFound):
 @dataclass(frozen=True, slots=True)
 class MetricSpec:
     name: str
-    unit: Literal["usd", "ratio"]
+    unit: Literal["usd", "ratio", "factor"]  # factor: a relative rule's candidate over its baseline
     direction: Literal["ceiling", "floor"]
     default_soft: float
     description: str
@@ -89,6 +91,9 @@ METRICS: Mapping[str, MetricSpec] = {
         MetricSpec("cache_hit_rate", "ratio", "floor", 1.0, "cache_read / (uncached + cache_write + cache_read)"),
         MetricSpec("loop_trip_rate", "ratio", "ceiling", 0.8, "share of runs with at least one loop-detector trip"),
         MetricSpec("step_cap_rate", "ratio", "ceiling", 0.8, "share of runs stopped by the step cap (max_steps)"),
+        MetricSpec(
+            "cost_anomaly", "factor", "ceiling", 1.0, "a run's cost over the p95 of its agent's previous runs"
+        ),  # ledger.budgets.anomaly
     )
 }
 
@@ -126,6 +131,8 @@ def format_metric(metric: str, value: Decimal) -> str:
     """A metric's figure in its own unit: USD for spend and cost metrics, a percentage for rates
     (the one format of ``budget list``, alert texts and the dashboard)."""
     spec = METRICS.get(metric)
+    if spec is not None and spec.unit == "factor":
+        return f"{value:.2f}x"
     return format_ratio(value) if spec is not None and spec.unit == "ratio" else format_money(value)
 
 
@@ -220,6 +227,7 @@ class Rule:
     timezone: str = "UTC"
     webhooks: tuple[WebhookTarget, ...] = ()
     enabled: bool = True  # a disabled rule is kept and listed, but neither evaluated nor enforced
+    relative: Relative | None = None  # measured against a baseline (ledger.budgets.relative); limit is the factor
     created_at: datetime | None = field(default=None, compare=False)
     # A rule being created must have an addressable name; one read back from the table
     # (or a document of it) is taken as stored, so one odd row never hides the others.
@@ -232,7 +240,9 @@ class Rule:
             )
         if self.window not in WINDOWS:
             raise BudgetError(f"window {self.window!r}: choose one of {', '.join(WINDOWS)}")
-        if self.metric not in METRICS:
+        if self.relative is not None:
+            self.relative.check(self.metric, self.window, self.scope.kind)
+        elif self.metric not in METRICS:
             raise BudgetError(f"metric {self.metric!r}: choose one of {', '.join(METRICS)}")
         object.__setattr__(self, "limit", parse_money(self.limit))
         if self.spec.unit == "ratio" and self.limit > 1:
@@ -254,12 +264,15 @@ class Rule:
 
     @property
     def spec(self) -> MetricSpec:
+        if self.relative is not None:
+            lower_is_better, what = RELATIVE_METRICS[self.metric]
+            return MetricSpec(self.metric, "factor", "ceiling" if lower_is_better else "floor", 1.0, what)
         return METRICS[self.metric]
 
     @property
     def enforced(self) -> bool:
         """Only spend is a budget a run can use up; metric rules alert."""
-        return self.metric == "spend"
+        return self.metric == "spend" and self.relative is None
 
     @property
     def soft_threshold(self) -> Decimal | None:
@@ -272,7 +285,15 @@ class Rule:
         return self.limit / soft
 
     def describe(self) -> str:
-        limit = f"${self.limit.normalize():f}" if self.spec.unit == "usd" else format_ratio(self.limit)
+        if self.relative is not None:
+            r, off = self.relative, "" if self.enabled else ", disabled"
+            sign = ">" if self.spec.direction == "ceiling" else "<"
+            against = "forecast" if r.to == "forecast" else f"baseline {r.baseline}"
+            return (
+                f"{self.name} ({self.metric} of {r.candidate} {sign} {self.limit.normalize():f}x {against}, "
+                f"{self.scope}, {self.window}, at least {r.min_runs} runs each{off})"
+            )
+        limit = f"${self.limit.normalize():f}" if self.spec.unit == "usd" else format_metric(self.metric, self.limit)
         off = "" if self.enabled else ", disabled"
         return f"{self.name} ({self.metric} {'>=' if self.spec.direction == 'ceiling' else '<'} {limit}, {self.scope}, {self.window}{off})"
 
@@ -288,7 +309,7 @@ class Rule:
             "timezone": self.timezone,
             "webhooks": [w.label for w in self.webhooks],
             "enabled": self.enabled,
-        }
+        } | ({"relative": self.relative.to_dict()} if self.relative is not None else {})
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Rule:
@@ -303,6 +324,7 @@ class Rule:
             soft_fraction=d.get("soft_fraction"),
             timezone=str(d.get("timezone", "UTC")),
             enabled=bool(d.get("enabled", True)),
+            relative=Relative.from_dict(d["relative"]) if d.get("relative") else None,
             new=False,
         )
 

@@ -26,6 +26,7 @@ import duckdb
 from .alerts import AlertEvent, format_value
 from .evaluate import current
 from .governor import Governor
+from .relative import Relative
 from .rules import BudgetError, Rule, Scope, WebhookTarget, decimal_str, parse_money
 from .store import (
     add_rule,
@@ -116,7 +117,7 @@ def budget_row(status: Mapping[str, Any]) -> dict[str, Any]:
         "value": format_value(rule, None if value is None else Decimal(value)),
         "level": ev.get("level", "ok") if rule.enabled else "disabled",
         "projection": (ev.get("projection") or {}).get("text", ""),
-    }
+    } | ({"relative": rule.relative.to_dict()} if rule.relative is not None else {})
 
 
 def budget_doc(con: duckdb.DuckDBPyConnection, id_or_name: str, clock: Clock = system_clock) -> dict[str, Any]:
@@ -135,10 +136,11 @@ def budget_doc(con: duckdb.DuckDBPyConnection, id_or_name: str, clock: Clock = s
 
 def rule_from_request(body: Mapping[str, Any]) -> Rule:
     """A new rule from ``{"name", "limit", "scope", "window", "metric", "soft_fraction",
-    "timezone", "webhooks": [URL | {"url", "format"}]}`` (what ``budget add`` sends)."""
+    "timezone", "webhooks": [URL | {"url", "format"}], "relative": {"to", "candidate", "baseline",
+    "min_runs", "rollback"}}`` (what ``budget add`` sends; a relative rule's limit is its factor)."""
     if not isinstance(body, Mapping):
         raise BudgetError(f"a budget must be a JSON object, got {type(body).__name__}")
-    known = {"name", "limit", "scope", "window", "metric", "soft_fraction", "timezone", "webhooks"}
+    known = {"name", "limit", "scope", "window", "metric", "soft_fraction", "timezone", "webhooks", "relative"}
     unknown = set(body) - known
     if unknown:
         raise BudgetError(f"unknown budget field(s) {sorted(unknown)!r} (known: {', '.join(sorted(known))})")
@@ -167,6 +169,7 @@ def rule_from_request(body: Mapping[str, Any]) -> Rule:
         soft_fraction=soft_fraction,
         timezone=str(body.get("timezone") or "UTC"),
         webhooks=webhooks,
+        relative=Relative.from_dict(body["relative"]) if body.get("relative") else None,
     )
 
 
@@ -181,8 +184,10 @@ def add_budget(
     return jsonable(_rule_doc(stored))
 
 
-EDITABLE = ("limit", "soft_fraction", "enabled")
-"""What ``budget edit`` may change; a rule's scope, window and metric define it (remove and add instead)."""
+EDITABLE = ("limit", "soft_fraction", "enabled", "min_runs", "rollback")
+"""What ``budget edit`` may change (the last two: a relative rule's); a rule's scope, window, metric and
+versions define it (remove and add instead)."""
+_RELATIVE_EDITS = ("min_runs", "rollback")
 
 
 def edit_budget(con: duckdb.DuckDBPyConnection, id_or_name: str, changes: Mapping[str, Any]) -> dict[str, Any]:
@@ -211,9 +216,20 @@ def edit_budget(con: duckdb.DuckDBPyConnection, id_or_name: str, changes: Mappin
         limit=parse_money(changes["limit"]) if "limit" in changes else rule.limit,
         soft_fraction=soft_fraction,
         enabled=enabled,
+        relative=_edited_relative(rule, changes),
         new=False,  # its name was checked when it was added
     )
     return jsonable(_rule_doc(update_rule(con, edited)))
+
+
+def _edited_relative(rule: Rule, changes: Mapping[str, Any]) -> Relative | None:
+    """A relative rule's minimum runs and rollback text, changed as asked (any other rule has neither)."""
+    asked = {k: changes[k] for k in _RELATIVE_EDITS if k in changes}
+    if not asked:
+        return rule.relative
+    if rule.relative is None:
+        raise BudgetError(f"{' and '.join(asked)}: only a relative rule (--relative-to) has them")
+    return Relative.from_dict({**rule.relative.to_dict(), **asked})
 
 
 def remove_budget(con: duckdb.DuckDBPyConnection, id_or_name: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from .. import lake
+from .relative import Relative
 from .rules import LEVELS, BudgetError, Rule, Scope, ScopeValues, UnknownBudget, WebhookTarget, covers
 from .windows import naive_utc
 
@@ -41,7 +42,7 @@ __all__ = [
 
 _RULE_COLUMNS = (
     "id, name, scope_kind, scope_value, time_window, metric, limit_value, soft_fraction, created_at, timezone, webhooks, "
-    "enabled"
+    "enabled, relative"
 )
 
 
@@ -50,7 +51,7 @@ def new_rule_id() -> str:
 
 
 def _rule(row: Sequence[Any]) -> Rule:
-    rid, name, kind, value, window, metric, limit, soft, created, tz, hooks, enabled = row
+    rid, name, kind, value, window, metric, limit, soft, created, tz, hooks, enabled, relative = row
     return Rule(
         id=rid,
         name=name,
@@ -62,6 +63,7 @@ def _rule(row: Sequence[Any]) -> Rule:
         timezone=tz or "UTC",
         webhooks=tuple(WebhookTarget(h["url"], h.get("format", "json")) for h in json.loads(hooks or "[]")),
         enabled=enabled is not False,
+        relative=Relative.from_dict(json.loads(relative)) if relative else None,
         created_at=created.replace(tzinfo=UTC) if created else None,
         new=False,
     )
@@ -121,7 +123,7 @@ def add_rule(con: duckdb.DuckDBPyConnection, rule: Rule, *, now: datetime | None
         raise BudgetError(f"a budget named {rule.name!r} (or with id {rule.id!r}) already exists: {taken[0]}")
     created = rule.created_at or now or datetime.now(UTC)
     con.execute(
-        f"INSERT INTO budgets ({_RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO budgets ({_RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             rule.id,
             rule.name,
@@ -135,16 +137,22 @@ def add_rule(con: duckdb.DuckDBPyConnection, rule: Rule, *, now: datetime | None
             rule.timezone,
             json.dumps([w.to_dict() for w in rule.webhooks]),
             rule.enabled,
+            _relative_json(rule),
         ],
     )
     return get_rule(con, rule.id)
 
 
+def _relative_json(rule: Rule) -> str | None:
+    return json.dumps(rule.relative.to_dict()) if rule.relative is not None else None
+
+
 def update_rule(con: duckdb.DuckDBPyConnection, rule: Rule) -> Rule:
-    """Store an edited rule's limit, warn fraction and switch (its id, name, scope, window and metric stay)."""
+    """Store an edited rule's limit, warn fraction, switch and relative settings (its id, name, scope, window
+    and metric stay)."""
     con.execute(
-        "UPDATE budgets SET limit_value = ?, soft_fraction = ?, enabled = ? WHERE id = ?",
-        [rule.limit, rule.soft_fraction, rule.enabled, rule.id],
+        "UPDATE budgets SET limit_value = ?, soft_fraction = ?, enabled = ?, relative = ? WHERE id = ?",
+        [rule.limit, rule.soft_fraction, rule.enabled, _relative_json(rule), rule.id],
     )
     return get_rule(con, rule.id)
 

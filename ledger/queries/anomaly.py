@@ -18,11 +18,28 @@ from __future__ import annotations
 
 from .core import NO_FILTERS, Filters, Query, filtered, query
 
-__all__ = ["ANOMALY_FACTOR", "ANOMALY_MIN_BASELINE", "ANOMALY_WINDOW", "cost_anomalies"]
+__all__ = ["ANOMALY_FACTOR", "ANOMALY_MIN_BASELINE", "ANOMALY_WINDOW", "baselines", "cost_anomalies"]
 
 ANOMALY_FACTOR = 5.0
 ANOMALY_WINDOW = 200
 ANOMALY_MIN_BASELINE = 20
+
+
+def baselines(window: int = ANOMALY_WINDOW, agents: str = "TRUE") -> str:
+    """CTE ``b``: each finished run's cost beside the p95 and count of its agent's previous ``window`` runs.
+
+    ``agents``: a condition on ``agent_name`` narrowing the partitions computed (the budget rule
+    measures only the agents of the runs it judges); a run's baseline is the same either way.
+    """
+    # The frame size is a validated int: DuckDB takes no bound parameter there.
+    return f"""b AS (
+    SELECT trace_id, agent_name, started_at, usd_total,
+           quantile_disc(usd_total, 0.95) OVER baseline AS baseline_p95_usd,
+           count(*) OVER baseline AS baseline_runs
+    FROM runs WHERE stop_cause IS NOT NULL AND {agents}
+    WINDOW baseline AS (PARTITION BY agent_name ORDER BY started_at, trace_id
+                        ROWS BETWEEN {int(window)} PRECEDING AND 1 PRECEDING)
+)"""
 
 
 @query
@@ -41,17 +58,9 @@ def cost_anomalies(
     if not float(factor) > 0:
         raise ValueError(f"factor={factor!r}: choose a positive multiple")
     w, p = filtered(f)
-    # The frame size is a validated int: DuckDB takes no bound parameter there.
     return Query(
         w
-        + f""", b AS (
-    SELECT trace_id, agent_name, usd_total,
-           quantile_disc(usd_total, 0.95) OVER baseline AS baseline_p95_usd,
-           count(*) OVER baseline AS baseline_runs
-    FROM runs WHERE stop_cause IS NOT NULL
-    WINDOW baseline AS (PARTITION BY agent_name ORDER BY started_at, trace_id
-                        ROWS BETWEEN {int(window)} PRECEDING AND 1 PRECEDING)
-)
+        + f""", {baselines(window)}
 SELECT fr.trace_id, fr.agent_name, fr.tenant, fr.started_at, fr.stop_cause, fr.turns, b.usd_total,
        b.baseline_p95_usd, b.baseline_runs, b.usd_total / b.baseline_p95_usd AS times_baseline_p95
 FROM b JOIN fr USING (trace_id)

@@ -107,6 +107,9 @@ class Filters:
     model: str | None = None
     agent_version: str | None = None
     prompt_version: str | None = None
+    service_version: str | None = None
+    environment: str | None = None
+    variant: str | None = None
 
     def __post_init__(self) -> None:
         for name in _TIME_FIELDS:
@@ -219,6 +222,9 @@ def _runs_where(f: Filters) -> tuple[str, list[Any]]:
         ("agent_name", f.agent),
         ("agent_version", f.agent_version),
         ("prompt_version", f.prompt_version),
+        ("service_version", f.service_version),
+        ("environment", f.environment),
+        ("variant", f.variant),
     ):
         if value is not None:
             clauses.append(f"{column} = ?")
@@ -244,7 +250,7 @@ def filtered(f: Filters) -> tuple[str, list[Any]]:
         params = [*params, f.model]
     # Every charge belongs to a run row, so without run-level filters the join
     # to the filtered runs only costs time (about 40% of a charge query).
-    run_filtered = any(v is not None for v in (f.since, f.until, f.tenant, f.agent, f.agent_version, f.prompt_version))
+    run_filtered = any(getattr(f, name) is not None for name in _FIELDS if name != "model")
     join = "SEMI JOIN fr USING (trace_id)" if run_filtered else ""
     sql = (
         f"WITH fr AS (SELECT * FROM runs WHERE {where}),\n"

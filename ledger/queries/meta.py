@@ -11,6 +11,9 @@ _DIMENSIONS = {
     "agent": ("runs", "agent_name"),
     "agent_version": ("runs", "agent_version"),
     "prompt_version": ("runs", "prompt_version"),
+    "service_version": ("runs", "service_version"),
+    "environment": ("runs", "environment"),
+    "variant": ("runs", "variant"),
     "model": ("charges", "model"),
     "stop_cause": ("runs", "stop_cause"),
 }

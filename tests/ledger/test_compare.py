@@ -213,7 +213,7 @@ def test_a_percentile_is_duckdbs_quantile_disc_on_distinct_costs() -> None:
     costs = [round(1.37**k % 7.3, 6) for k in range(1, 38)]
     rows = [
         {"version": "a", "usd_total": c, "stop_cause": "completed", "model_calls": 1, "duration_s": c,
-         "cache_read_tokens": 0, "input_tokens": 1}
+         "cache_read_tokens": 0, "input_tokens": 1, "tool_calls": 0, "tool_errors": 0}
         for c in costs
     ]  # fmt: skip
     runs = compare_stats.Runs.of(rows)
