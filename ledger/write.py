@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from . import dedup, lake, runs
+from . import dedup, lake, review, runs
 from .rows import PreparedBatch
 from .tables import WRITTEN, table
 
@@ -151,12 +151,15 @@ def _write_tables(
         for name, data in tables.items():
             if data is not None:
                 written.rows[name] = _insert(con, name, data, ignore_existing=ignore_existing)
+        rebuilt: set[str] = set()
         if written.rows.get("spans") or written.uncharged:
             touched = runs.earliest((firsts, written.uncharged))
             if defer_runs:
                 runs.defer(con, touched)
             else:
-                runs.refresh_with_pending(con, touched)
+                rebuilt = touched.keys() | runs.refresh_with_pending(con, touched)
+        if rebuilt or written.rows.get("evaluations"):  # runs that need a look enter the review queue
+            review.enqueue(con, rebuilt, tables.get("evaluations"))
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
