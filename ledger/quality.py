@@ -23,24 +23,28 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
 
 from .errors import InputError
 from .limits import MAX_TIME_NS, MIN_TIME_NS
-from .redact import Redactor
-from .tables import table
+
+if TYPE_CHECKING:
+    from .redact import Redactor
 
 __all__ = [
+    "CASES_PATH",
     "EVALUATION",
     "EVALUATION_EVENT",
     "FEEDBACK",
+    "FEEDBACK_PATH",
+    "REVIEW_PATH",
     "REVIEW_REASONS",
     "REVIEW_TAGS",
     "Judgment",
@@ -54,6 +58,8 @@ __all__ = [
 ]
 
 FEEDBACK, EVALUATION = "feedback", "evaluation"
+# The server's routes for judgments and the queue (``collector.receiver.quality_routes``; the client's too).
+FEEDBACK_PATH, REVIEW_PATH, CASES_PATH = "/v1/feedback", "/api/review", "/api/cases"
 
 # The OpenTelemetry GenAI evaluation event (semconv has the attribute names, not yet the event's).
 EVALUATION_EVENT = "gen_ai.evaluation.result"
@@ -168,22 +174,27 @@ class Judgment:
     time_ns: int
 
 
-_ROW = table("evaluations").compile_row(
-    "j, failed, safety, tags, ingested_at",
-    {
-        "eval_id": "j.eval_id", "kind": "j.kind", "trace_id": "j.trace_id", "span_id": "j.span_id",
-        "tenant": "j.tenant", "name": "j.name", "score": "j.score", "label": "j.label",
-        "explanation": "j.explanation", "tags": "tags", "source": "j.source", "failed": "failed",
-        "safety": "safety", "time": "j.time_ns", "ingested_at": "ingested_at",
-    },
-)  # fmt: skip
+@cache
+def _row() -> Callable[..., tuple[Any, ...]]:
+    """The evaluations row builder (built on first use: the CLI's parsers import this module)."""
+    from .tables import table
+
+    return table("evaluations").compile_row(
+        "j, failed, safety, tags, ingested_at",
+        {
+            "eval_id": "j.eval_id", "kind": "j.kind", "trace_id": "j.trace_id", "span_id": "j.span_id",
+            "tenant": "j.tenant", "name": "j.name", "score": "j.score", "label": "j.label",
+            "explanation": "j.explanation", "tags": "tags", "source": "j.source", "failed": "failed",
+            "safety": "safety", "time": "j.time_ns", "ingested_at": "ingested_at",
+        },
+    )  # fmt: skip
 
 
 def judgment_row(j: Judgment, ingested_at_us: int, chosen: QualityPolicy | None = None) -> tuple[Any, ...]:
     """The ``evaluations`` row of a judgment, its verdicts decided by the policy."""
     p = chosen or policy()
     failed = p.failed(j.kind, j.name, j.score, j.label)
-    return _ROW(j, failed, p.safety(j.name, j.tags), orjson.dumps(list(j.tags)).decode(), ingested_at_us)
+    return _row()(j, failed, p.safety(j.name, j.tags), orjson.dumps(list(j.tags)).decode(), ingested_at_us)
 
 
 # --- validation: every field named when it is wrong ------------------------------------------

@@ -188,6 +188,8 @@ def tag(
 def close(con: duckdb.DuckDBPyConnection, trace_id: str, *, reviewer: str | None = None) -> dict[str, Any]:
     """Close a run's item (it stays, with its tags: ``cases export`` reads closed items too)."""
     item(con, trace_id)  # NotFound when it is not queued
-    sql = "UPDATE review_items SET status = 'closed', closed_at = ?, reviewer = coalesce(?, reviewer) WHERE trace_id = ?"
+    sql = (
+        "UPDATE review_items SET status = 'closed', closed_at = ?, reviewer = coalesce(?, reviewer) WHERE trace_id = ?"
+    )
     _in_transaction(con, sql, [_now(), reviewer, _trace(trace_id)])
     return item(con, trace_id)

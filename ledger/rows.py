@@ -27,12 +27,12 @@ from .content import ContextRows
 from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import model_call, tenant_of
 from .pricing import PriceBook
-from .quality import EVALUATION_EVENT, SpanContext, judgment_row, openinference_prefixes, span_judgments
+from .quality import EVALUATION_EVENT, Judgment, SpanContext, judgment_row, openinference_prefixes, span_judgments
 from .redact import Redactor, default_policy
 from .spans import SpanEvent, SpanLink, SpanRecord
 from .tables import table
 
-__all__ = ["MAX_ATTRIBUTE_CHARS", "PreparedBatch", "Rows", "default_prices", "prepare"]
+__all__ = ["MAX_ATTRIBUTE_CHARS", "PreparedBatch", "Rows", "default_prices", "judgment_batch", "prepare"]
 
 # Attribute values longer than this are cut (the original length is noted in
 # the value). Captured content is exempt: it goes to the content store.
@@ -471,6 +471,17 @@ def prepare(
         if first is None or s.start_ns < first:
             first_starts[s.trace_id] = s.start_ns
     return PreparedBatch(received, rejected, first_starts, rows.unpriced, rows.by_table(), flagged=rows.flagged)
+
+
+def judgment_batch(judgments: Iterable[Judgment]) -> PreparedBatch:
+    """Judgments sent apart from spans (``POST /v1/feedback``) as a batch ``ledger.write`` commits like spans."""
+    now_us = int(datetime.now(UTC).timestamp() * 1e6)
+    rows: Rows = []
+    firsts: dict[str, int] = {}
+    for j in judgments:
+        rows.append(judgment_row(j, now_us))
+        firsts[j.trace_id] = min(j.time_ns, firsts.get(j.trace_id, j.time_ns))
+    return PreparedBatch(0, [], firsts, set(), {"evaluations": rows})
 
 
 @lru_cache(maxsize=1)
