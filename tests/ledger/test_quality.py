@@ -160,7 +160,14 @@ def test_feedback_names_the_field_at_fault(doc, field):
 
 @pytest.mark.parametrize(
     ("score", "label", "failed"),
-    [(-1, None, True), (0, None, True), (0.4, None, False), (1, None, False), (None, "thumbs_down", True), (1, "bad", True)],
+    [
+        (-1, None, True),
+        (0, None, True),
+        (0.4, None, False),
+        (1, None, False),
+        (None, "thumbs_down", True),
+        (1, "bad", True),
+    ],
 )
 def test_negative_feedback(score, label, failed):
     j = feedback_judgment({"trace_id": TRACE, "score": score, "label": label}, None)
