@@ -36,6 +36,8 @@ def success_figure(by_day: pd.DataFrame) -> go.Figure:
     fig.update_layout(
         title={"text": "Task success rate per day"},
         xaxis_title="Day (UTC)",
+        xaxis_tickformat="%Y-%m-%d",
+        xaxis_dtick=86_400_000,  # one tick a day (ms): a single day is a day, not hours
         yaxis_title="Runs that completed",
         yaxis_tickformat=".0%",
         yaxis_range=[0, 1.05],
@@ -63,6 +65,8 @@ def scores_figure(scores: pd.DataFrame, name: str) -> go.Figure:
     fig.update_layout(
         title={"text": f"“{plain(name)}”: mean score per day"},
         xaxis_title="Day (UTC)",
+        xaxis_tickformat="%Y-%m-%d",
+        xaxis_dtick=86_400_000,  # one tick a day (ms): a single day is a day, not hours
         yaxis_title="Mean score (this evaluation's own scale)",
         legend_title_text="agent version / prompt version",
         height=340,

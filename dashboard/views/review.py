@@ -28,14 +28,20 @@ def render() -> None:
     f = ui.current_filters()
     status = st.segmented_control("Items", ["open", "closed", "all"], default="open", key="review_status")
     items = load(q.review_queue, f, status=None if status in (None, "all") else status)
+    items["tags"] = [ui.parsed_json(t) or [] for t in items["tags"]]
     cols = st.columns(2)
     metric(cols[0], "Items shown", count(len(items)), "Queued runs matching the filters and the choice above.")
-    metric(cols[1], "Tagged", count(int((items["tags"] != "[]").sum()) if len(items) else 0), "Items with a tag.")
+    metric(cols[1], "Tagged", count(sum(1 for t in items["tags"] if t)), "Items with a tag.")
     if items.empty:
         st.info(EMPTY, icon=":material/task_alt:")
         return
     items.insert(0, "run", ui.run_links(items["trace_id"]))
-    ui.table(items, hide_index=True, column_config={"run": ui.run_link_column()}, key="queue")
+    ui.table(
+        items,
+        hide_index=True,
+        column_config={"run": ui.run_link_column(), "tags": st.column_config.ListColumn("tags")},
+        key="queue",
+    )
 
     st.subheader("Tag a run", anchor=False)
     with st.form("tag_run"):
