@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import orjson
 import pytest
 
 from collector.demo.samples import build
@@ -177,3 +178,19 @@ def test_negative_feedback(score, label, failed):
 def test_feedback_text_is_redacted():
     j = feedback_judgment({"trace_id": TRACE, "score": 1, "comment": f"my key is {SECRET}"}, default_policy())
     assert SECRET not in (j.explanation or "")
+
+
+def test_the_judged_sample_is_committed_up_to_date_and_fills_quality_and_review(ledger):
+    from pathlib import Path
+
+    from collector.demo.samples import QUALITY_FOLDER, judged_runs
+    from collector.otlp import encode_json, read_file
+
+    path = Path(__file__).resolve().parents[2] / "sample_traces" / QUALITY_FOLDER / "judged_runs.json"
+    committed = orjson.loads(path.read_bytes())
+    committed.pop("_generated")
+    assert committed == orjson.loads(orjson.dumps(encode_json(judged_runs())))
+    ingest(ledger, read_file(path))
+    assert [i["reason"] for i in review.items(ledger)] == ["failed_evaluation", "failed_evaluation"]
+    violations = ledger.execute("SELECT name, label FROM evaluations WHERE safety AND failed").fetchall()
+    assert violations == [("safety", "unsafe")]
