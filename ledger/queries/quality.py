@@ -29,11 +29,12 @@ __all__ = [
 _FINISHED = "fr.root_span_id IS NOT NULL"
 _VERSION = "coalesce(fr.agent_name, '?') AS agent, coalesce(fr.agent_version, '-') AS agent_version, " \
     "coalesce(fr.prompt_version, '-') AS prompt_version"  # fmt: skip
-# Per run: how many judgments, how many failed (one pass over the evaluations of the filtered runs).
+# Per judged run: how many judgments, how many failed (the LEFT JOIN from fr keeps the filtered runs'
+# only; filtering the evaluations first would cost a second join).
 _JUDGED = """, judged AS (
     SELECT e.trace_id, count(*) AS judgments, count(*) FILTER (WHERE e.failed) AS failed,
            count(*) FILTER (WHERE e.safety AND e.failed) AS violations
-    FROM evaluations e SEMI JOIN fr USING (trace_id) GROUP BY e.trace_id
+    FROM evaluations e GROUP BY e.trace_id
 )"""
 
 

@@ -82,3 +82,14 @@ def test_review_page_lists_the_queue_and_tags_a_run(app, quality_db):  # noqa: F
         con.close()
     assert (item["tags"], item["note"]) == (["hallucination"], "invented a date")
     assert healthy not in {item["trace_id"]}
+
+
+def test_the_run_explorer_shows_the_runs_judgments(app, quality_db):  # noqa: F811
+    db, trace, _ = quality_db
+    at = app(db, "run_explorer", trace=trace)
+    shown = table(at, "kind", "name", "failed")
+    assert sorted(zip(shown["kind"], shown["name"], strict=True)) == [
+        ("evaluation", "toxicity"),
+        ("feedback", "user_feedback"),
+    ]
+    assert shown["failed"].all()
