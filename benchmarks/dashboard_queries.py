@@ -321,7 +321,7 @@ def _write(
     _insert(con, "guard_events", guard, {"attributes": "JSON"})
     _insert(con, "evaluations", judgments, {"tags": "JSON"})
     refresh_runs(con, trace_ids)
-    review.enqueue(con, trace_ids, judgments)  # the queue, as ingest fills it
+    review.enqueue(con, spans, judgments)  # the queue, as ingest fills it
     # Runs with captured contexts go through the real ingest path (content store included).
     ingest(
         con,

@@ -1,16 +1,16 @@
 """The review queue: runs to look at (``review_items``), and what a reviewer says about them.
 
 A run enters once, with the first reason that applies (``ledger.quality.REVIEW_REASONS``):
-automatically in the ingest transaction (``enqueue``, from ``ledger.write``) when its rebuilt
-``runs`` row says it errored, hit the step cap, was halted as a loop or stopped by a budget, or a
-judgment of it failed (negative feedback, a failed evaluation); or by hand (``add``). A reviewer
+automatically in the ingest transaction (``enqueue``, from ``ledger.write``) when its root span says
+it errored, hit the step cap, was halted as a loop or stopped by a budget, or a judgment of it failed
+(negative feedback, a failed evaluation); or by hand (``add``). A reviewer
 tags it from the policy's list with a note (``tag``) and closes it (``close``). The same documents
 come back on the file and through a server (``collector/receiver/review_routes.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import conventions as c
 from .errors import InputError, NotFound
 from .quality import MAX_NAME_CHARS, MAX_TEXT_CHARS, QualityPolicy, policy
 from .redact import Redactor, default_policy
@@ -28,20 +29,22 @@ __all__ = ["STATUSES", "add", "close", "enqueue", "item", "items", "tag"]
 
 STATUSES = ("open", "closed")
 
-# The run-outcome reasons, read from the rebuilt runs row (ledger.runs: stop_cause, status_code).
-_OUTCOME_REASON = """CASE
-    WHEN r.stop_cause = 'max_steps' OR r.step_cap_halts > 0 THEN 'step_cap'
-    WHEN r.stop_cause = 'loop_detected' THEN 'loop_halt'
-    WHEN r.stop_cause = 'budget_exceeded' THEN 'budget_stop'
-    WHEN r.stop_cause = 'error' OR r.status_code = 'ERROR' THEN 'errored'
+# A run's outcome, read from its root span as it arrives (what ``ledger.runs`` derives its stop cause
+# from): the harness's stop cause, else an ERROR status (any agent's).
+_OUTCOME_REASON = f"""CASE json_extract_string(s.attributes, '$."{c.STOP_CAUSE}"')
+    WHEN 'max_steps' THEN 'step_cap'
+    WHEN 'loop_detected' THEN 'loop_halt'
+    WHEN 'budget_exceeded' THEN 'budget_stop'
+    WHEN 'error' THEN 'errored'
+    ELSE CASE WHEN s.status_code = 'ERROR' THEN 'errored' END
 END"""
 
 _ENQUEUE = f"""
 INSERT INTO review_items (trace_id, reason, entered_at, status, tags)
 SELECT trace_id, reason, now()::TIMESTAMP, 'open', '[]' FROM (
     SELECT trace_id, reason FROM (
-        SELECT r.trace_id, {_OUTCOME_REASON} AS reason, 0 AS preference, r.ended_at AS seen_at
-        FROM runs r WHERE r.trace_id IN (SELECT trace_id FROM _rebuilt)
+        SELECT s.trace_id, {_OUTCOME_REASON} AS reason, 0 AS preference, s.end_time AS seen_at
+        FROM _roots s WHERE s.parent_span_id = ''
         UNION ALL
         SELECT e.trace_id, CASE e.kind WHEN 'feedback' THEN 'negative_feedback' ELSE 'failed_evaluation' END,
                1, e.time
@@ -53,16 +56,31 @@ WHERE NOT EXISTS (SELECT 1 FROM review_items q WHERE q.trace_id = x.trace_id)
 """
 
 
-def enqueue(con: duckdb.DuckDBPyConnection, rebuilt: Iterable[str], judged: pa.Table | None) -> None:
-    """Queue (in the caller's transaction) the runs just rebuilt whose outcome needs a look, and the
-    runs of failed judgments just written; a run already queued keeps its item and first reason."""
-    _rebuilt = pa.table({"trace_id": pa.array(sorted(rebuilt), pa.string())})  # read by name in _ENQUEUE
-    if judged is None:
-        judged = table("evaluations").to_arrow([])
-    if not _rebuilt.num_rows and not pc.any(judged["failed"]).as_py():
-        return
-    _judged = judged.select(["trace_id", "kind", "failed", "time"])  # read by name in _ENQUEUE
-    con.execute(_ENQUEUE)
+def enqueue(con: duckdb.DuckDBPyConnection, spans: pa.Table | None, judged: pa.Table | None) -> None:
+    """Queue (in the caller's transaction) the runs whose root span in ``spans`` says they went wrong and
+    the runs of the failed judgments in ``judged`` (a batch's rows); a run already queued keeps its item
+    and first reason. Only the batch is read, never the ledger's spans or runs: a commit pays for its rows,
+    and one with nothing that could enter the queue (the common case) runs no SQL at all."""
+    _roots = _suspect_roots(spans)  # read by name in _ENQUEUE
+    _judged = (judged if judged is not None else table("evaluations").to_arrow([])).select(
+        ["trace_id", "kind", "failed", "time"]
+    )  # read by name in _ENQUEUE
+    if _roots.num_rows or pc.any(_judged["failed"]).as_py():
+        con.execute(_ENQUEUE)
+
+
+def _suspect_roots(spans: pa.Table | None) -> pa.Table:
+    """The batch's root spans that errored or stopped other than completed (the JSON is compact: orjson)."""
+    columns = ["trace_id", "parent_span_id", "attributes", "status_code", "end_time"]
+    if spans is None:
+        return table("spans").to_arrow([]).select(columns)
+    roots = spans.select(columns).filter(pc.equal(spans["parent_span_id"], ""))
+    attrs = roots["attributes"]
+    stopped = pc.and_(
+        pc.match_substring(attrs, f'"{c.STOP_CAUSE}":'),
+        pc.invert(pc.match_substring(attrs, f'"{c.STOP_CAUSE}":"completed"')),
+    )
+    return roots.filter(pc.or_(pc.equal(roots["status_code"], "ERROR"), stopped))
 
 
 # --- by hand -----------------------------------------------------------------------------------
@@ -127,16 +145,6 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def _in_transaction(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> None:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute(sql, params)
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-
-
 def add(con: duckdb.DuckDBPyConnection, trace_id: str, *, note: str | None = None) -> dict[str, Any]:
     """Queue a run by hand (reason ``manual``); a run already queued keeps its item (reopened if closed)."""
     trace = _trace(trace_id)
@@ -144,10 +152,10 @@ def add(con: duckdb.DuckDBPyConnection, trace_id: str, *, note: str | None = Non
     existing = items(con, trace_id=trace, limit=1)
     if existing:
         sql = "UPDATE review_items SET status = 'open', closed_at = NULL, note = coalesce(?, note) WHERE trace_id = ?"
-        _in_transaction(con, sql, [text, trace])
+        con.execute(sql, [text, trace])
     else:
         sql = "INSERT INTO review_items (trace_id, reason, entered_at, status, tags, note) VALUES (?, 'manual', ?, 'open', '[]', ?)"
-        _in_transaction(con, sql, [trace, _now(), text])
+        con.execute(sql, [trace, _now(), text])
     return item(con, trace)
 
 
@@ -181,7 +189,7 @@ def tag(
         current = items(con, trace_id=_trace(trace_id), limit=1)
     merged = list(dict.fromkeys((*current[0]["tags"], *tags)))
     sql = "UPDATE review_items SET tags = ?, note = coalesce(?, note), reviewer = coalesce(?, reviewer) WHERE trace_id = ?"
-    _in_transaction(con, sql, [orjson.dumps(merged).decode(), _note(note), reviewer, _trace(trace_id)])
+    con.execute(sql, [orjson.dumps(merged).decode(), _note(note), reviewer, _trace(trace_id)])
     return item(con, trace_id)
 
 
@@ -191,5 +199,5 @@ def close(con: duckdb.DuckDBPyConnection, trace_id: str, *, reviewer: str | None
     sql = (
         "UPDATE review_items SET status = 'closed', closed_at = ?, reviewer = coalesce(?, reviewer) WHERE trace_id = ?"
     )
-    _in_transaction(con, sql, [_now(), reviewer, _trace(trace_id)])
+    con.execute(sql, [_now(), reviewer, _trace(trace_id)])
     return item(con, trace_id)

@@ -151,15 +151,14 @@ def _write_tables(
         for name, data in tables.items():
             if data is not None:
                 written.rows[name] = _insert(con, name, data, ignore_existing=ignore_existing)
-        rebuilt: set[str] = set()
         if written.rows.get("spans") or written.uncharged:
             touched = runs.earliest((firsts, written.uncharged))
             if defer_runs:
                 runs.defer(con, touched)
             else:
-                rebuilt = touched.keys() | runs.refresh_with_pending(con, touched)
-        if rebuilt or written.rows.get("evaluations"):  # runs that need a look enter the review queue
-            review.enqueue(con, rebuilt, tables.get("evaluations"))
+                runs.refresh_with_pending(con, touched)
+        if written.rows.get("spans") or written.rows.get("evaluations"):  # runs that need a look are queued
+            review.enqueue(con, tables.get("spans"), tables.get("evaluations"))
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
