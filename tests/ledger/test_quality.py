@@ -7,6 +7,8 @@ import math
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector.demo.samples import build
 from ledger import review
@@ -194,3 +196,29 @@ def test_the_judged_sample_is_committed_up_to_date_and_fills_quality_and_review(
     assert [i["reason"] for i in review.items(ledger)] == ["failed_evaluation", "failed_evaluation"]
     violations = ledger.execute("SELECT name, label FROM evaluations WHERE safety AND failed").fetchall()
     assert violations == [("safety", "unsafe")]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+_FIELDS = st.sampled_from(["id", "trace_id", "span_id", "score", "label", "tags", "comment", "source", "name"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        _JSON,
+        st.dictionaries(_FIELDS, _JSON, max_size=9),
+        st.dictionaries(_FIELDS, _JSON, max_size=9).map(lambda d: {**d, "trace_id": TRACE}),  # past the id check
+    )
+)
+def test_any_feedback_body_is_a_judgment_or_an_input_error(doc):
+    try:
+        j = feedback_judgment(doc, default_policy())
+    except InputError as exc:
+        assert str(exc)  # names the field at fault
+    else:
+        assert len(j.trace_id) == 32 and (j.score is None or math.isfinite(j.score))
+        judgment_row(j, 0)
