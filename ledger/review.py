@@ -167,6 +167,12 @@ def _note(note: str | None, redactor: Redactor | None = None) -> str | None:
     return (redactor or default_policy()).text(note.replace("\0", ""))
 
 
+def _reviewer(reviewer: str | None) -> str | None:
+    if reviewer is not None and len(reviewer) > MAX_NAME_CHARS:
+        raise InputError(f"reviewer: at most {MAX_NAME_CHARS} characters")
+    return _note(reviewer)
+
+
 def tag(
     con: duckdb.DuckDBPyConnection,
     trace_id: str,
@@ -181,15 +187,13 @@ def tag(
     unknown = [t for t in tags if t not in allowed]
     if unknown or not tags:
         raise InputError(f"tag {unknown[0] if unknown else ''!r}: choose from {', '.join(allowed)}")
-    if reviewer is not None and len(reviewer) > MAX_NAME_CHARS:
-        raise InputError(f"reviewer: at most {MAX_NAME_CHARS} characters")
     current = items(con, trace_id=_trace(trace_id), limit=1)
     if not current:
         add(con, trace_id)
         current = items(con, trace_id=_trace(trace_id), limit=1)
     merged = list(dict.fromkeys((*current[0]["tags"], *tags)))
     sql = "UPDATE review_items SET tags = ?, note = coalesce(?, note), reviewer = coalesce(?, reviewer) WHERE trace_id = ?"
-    con.execute(sql, [orjson.dumps(merged).decode(), _note(note), reviewer, _trace(trace_id)])
+    con.execute(sql, [orjson.dumps(merged).decode(), _note(note), _reviewer(reviewer), _trace(trace_id)])
     return item(con, trace_id)
 
 
@@ -199,5 +203,5 @@ def close(con: duckdb.DuckDBPyConnection, trace_id: str, *, reviewer: str | None
     sql = (
         "UPDATE review_items SET status = 'closed', closed_at = ?, reviewer = coalesce(?, reviewer) WHERE trace_id = ?"
     )
-    con.execute(sql, [_now(), reviewer, _trace(trace_id)])
+    con.execute(sql, [_now(), _reviewer(reviewer), _trace(trace_id)])
     return item(con, trace_id)
