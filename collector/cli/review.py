@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from collector.client import ServerClient
 
-__all__ = ["add_review", "cmd_review", "target"]
+__all__ = ["add_review", "cmd_review", "print_json", "target"]
 
 
 @contextmanager
