@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -119,6 +120,11 @@ def test_hostile_feedback_is_400_naming_the_field_and_writes_nothing(server, bod
 
 def test_a_negative_feedback_queues_the_run_and_review_works_through_the_server(server):
     spans = run_spans("happy")
+    chats = [s for s in spans if s.name.startswith("chat")]
+    answered = dataclasses.replace(
+        chats[-1], attributes={**chats[-1].attributes, c.OUTPUT_MESSAGES: json.dumps(ANSWER)}
+    )
+    spans = [answered if s is chats[-1] else s for s in spans]
     assert post_otlp(server.url, otlp_json(spans)).status == 200
     client = ServerClient(server.url)
     trace = spans[0].trace_id
@@ -132,3 +138,8 @@ def test_a_negative_feedback_queues_the_run_and_review_works_through_the_server(
     closed = client.review_close(trace)
     assert closed["status"] == "closed" and closed["tags"] == ["unhelpful_tone"]
     assert client.review_items(status="open") == []
+    # the case: the run's last model call, its request as sent and the answer as given
+    (case,) = client.cases("unhelpful_tone")
+    assert (case["span_id"], case["turn"]) == (answered.span_id, "last_call")
+    assert case["request"] == json.loads(answered.attributes[c.REQUEST_BODY])
+    assert case["response"] == ANSWER and case["reason"] == "negative_feedback"
