@@ -4,7 +4,8 @@ The ledger is synthetic but shaped like real traffic: turns per run log-normal
 (median 8, a step cap at 60), history re-sent every turn (input grows with the
 turn), 80% of runs with a working prompt cache, 2% of calls retried, 3% of runs
 caught looping, a few unpriced calls, and 200 runs with captured contexts
-(ingested through ``ledger.ingest``). Rows are generated column-wise with numpy
+(ingested through ``ledger.ingest``); 10% of runs judged by an LLM judge, 3% given user
+feedback, 2% a safety check, queued for review as ingest queues them (``ledger.review``). Rows are generated column-wise with numpy
 and inserted as Arrow tables; ``runs`` is derived by ``ledger.ingest.refresh_runs``
 like any ingest. The file is cached under /tmp and rebuilt only when missing.
 
@@ -14,7 +15,7 @@ filters, arguments, captured contexts). Those calls are then replayed against
 the file, uncached, the way the dashboard's file source runs them: the file
 opened read-only at the page's first query (the open is counted) and shared by
 the rest. Three rounds; the median total per page is printed. Target: every
-page under 1 s; pages in ``GOALS`` have their own (Health, Compare: 250 ms). The machine is shared: run it when nothing else is (the load
+page under 1 s; pages in ``GOALS`` have their own (Health, Compare, Quality, Review: 250 ms). The machine is shared: run it when nothing else is (the load
 average is printed with the figures).
 
 Run: .venv/bin/python benchmarks/dashboard_queries.py [--runs 100000] [--rebuild] [--page Compare]
@@ -42,11 +43,12 @@ sys.path.insert(0, str(ROOT))
 from collector.demo.samples import SYSTEM, TOOLS, Trace  # noqa: E402
 from ledger import conventions as c  # noqa: E402
 from ledger import queries as q  # noqa: E402
+from ledger import review  # noqa: E402
 from ledger.ingest import ingest, refresh_runs  # noqa: E402
 from ledger.schema import schema_version  # noqa: E402
 from ledger.store import open_ledger  # noqa: E402
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: evaluations and the review queue
 CACHE_DIR = Path(os.environ.get("TURNLEDGER_BENCH_DIR", "/tmp/turnledger-bench"))
 T0_NS = 1_790_000_000_000_000_000  # 2026-09-21
 DAY_NS = 86_400 * 10**9
@@ -284,7 +286,31 @@ def _spans(r: _Runs, a: _Attempts, t: _Tools) -> pa.Table:
     )  # fmt: skip
 
 
-def _write(path: Path, spans: pa.Table, charges: pa.Table, guard: pa.Table, trace_ids: list[str]) -> None:
+def _judgments(rng: np.random.Generator, r: _Runs) -> pa.Table:
+    """Evaluations rows: an LLM judge on 10% of runs, user feedback on 3%, a safety check on 2%."""
+    from ledger.quality import EVALUATION, FEEDBACK
+
+    parts = []
+    for name, kind, share, fail_share in (("faithfulness", EVALUATION, 0.10, 0.2), ("user_feedback", FEEDBACK, 0.03, 0.4),
+                                          ("safety", EVALUATION, 0.02, 0.05)):  # fmt: skip
+        judged = np.flatnonzero(rng.random(r.n) < share)
+        failed = rng.random(len(judged)) < fail_share
+        score = np.where(failed, rng.uniform(-1 if kind == FEEDBACK else 0, 0.0 if kind == FEEDBACK else 0.5, len(judged)),
+                         rng.uniform(0.5, 1.0, len(judged)))  # fmt: skip
+        parts.append(pa.table({
+            "eval_id": [f"{kind}:{name}:{r.trace_ids[i]}" for i in judged], "kind": np.full(len(judged), kind, dtype=object),
+            "trace_id": r.tr[judged], "span_id": pa.array(r.roots[judged] if kind == EVALUATION else [None] * len(judged), pa.string()),
+            "tenant": r.tenants[judged], "name": np.full(len(judged), name, dtype=object), "score": score,
+            "failed": failed, "safety": np.full(len(judged), name == "safety"),
+            "time": _ts(r.start[judged] + (r.turns[judged] * 1_500 + 5_000) * 1_000_000), "source": np.full(len(judged), "bench", dtype=object),
+            "tags": np.full(len(judged), "[]", dtype=object), "ingested_at": pa.array(np.full(len(judged), np.datetime64("2026-11-30T00:00:00", "us"))),
+        }))  # fmt: skip
+    return pa.concat_tables(parts)
+
+
+def _write(
+    path: Path, spans: pa.Table, charges: pa.Table, guard: pa.Table, trace_ids: list[str], judgments: pa.Table
+) -> None:
     tmp = path.with_suffix(".partial")
     for p in (tmp, Path(f"{tmp}.wal")):
         p.unlink(missing_ok=True)
@@ -293,7 +319,9 @@ def _write(path: Path, spans: pa.Table, charges: pa.Table, guard: pa.Table, trac
     _insert(con, "spans", spans, {"attributes": "JSON", "resource": "JSON", "events": "JSON"})
     _insert(con, "charges", charges, {k: usd for k in ("usd_input", "usd_output", "usd_cache_write", "usd_cache_read")})
     _insert(con, "guard_events", guard, {"attributes": "JSON"})
+    _insert(con, "evaluations", judgments, {"tags": "JSON"})
     refresh_runs(con, trace_ids)
+    review.enqueue(con, spans, judgments)  # the queue, as ingest fills it
     # Runs with captured contexts go through the real ingest path (content store included).
     ingest(
         con,
@@ -314,8 +342,9 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     tools = _tool_calls(rng, r)
     guard = _guard_events(r, attempts, tools)
     spans = _spans(r, attempts, tools)
+    judgments = _judgments(np.random.default_rng(seed + 1), r)  # a stream of its own: the rest stays as it was
     t_built = time.perf_counter()
-    _write(path, spans, charges, guard, r.trace_ids)
+    _write(path, spans, charges, guard, r.trace_ids, judgments)
     t_done = time.perf_counter()
     n_spans = runs + attempts.n + tools.n
     print(f"generated {runs:,} runs, {n_spans:,} spans, {attempts.n:,} charges in {t_built - t_start:.1f} s, "
@@ -381,9 +410,11 @@ PAGES = [
     ("Models & prices", "views/models.py", {}),
     ("Health", "views/health.py", {}),
     ("Compare", "views/compare.py", {"by": "prompt_version", "a": "v3", "b": "v4"}),  # ~20k runs a side
+    ("Quality", "views/quality.py", {}),
+    ("Review", "views/review.py", {}),
 ]
 # Pages with their own goal (s, median at 100k runs), printed after the table.
-GOALS = {"Health": 0.250, "Compare": 0.250}
+GOALS = {"Health": 0.250, "Compare": 0.250, "Quality": 0.250, "Review": 0.250}
 
 
 def record_pages(db: Path, context_trace: str) -> dict[str, list[tuple[str, Any, dict[str, Any]]]]:

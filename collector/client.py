@@ -35,6 +35,7 @@ from ledger import settings
 from ledger.budgets.routes import ALERTS_PATH, BUDGETS_PATH, CHECK_PATH, SWEEP_PATH, budget_path
 from ledger.budgets.rules import BudgetError, UnknownBudget
 from ledger.errors import InputError, NotFound, ServerError, TurnledgerError, Unavailable
+from ledger.quality import CASES_PATH, FEEDBACK_PATH, REVIEW_PATH
 from ledger.queries import Filters
 
 if TYPE_CHECKING:
@@ -252,6 +253,42 @@ class ServerClient:
     ) -> list[dict[str, Any]]:
         params = {"budget": budget, "level": level, "since": since, "limit": limit, "deliveries": deliveries or None}
         rows: list[dict[str, Any]] = self._json("GET", ALERTS_PATH, params=params, route=_BUDGETS)
+        return rows
+
+    # --- feedback, the review queue and cases (documents of ledger.review and ledger.cases) ----
+    def feedback(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """Send feedback on a run (``ledger.quality.feedback_judgment``'s fields); stored once per ``id``."""
+        stored: dict[str, Any] = self._json("POST", FEEDBACK_PATH, body=doc, what="feedback")
+        return stored
+
+    def review_items(
+        self, *, status: str | None = None, tag: str | None = None, limit: int = 200
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self._json(
+            "GET", REVIEW_PATH, params={"status": status, "tag": tag, "limit": limit}, what="review"
+        )
+        return rows
+
+    def review_add(self, trace_id: str, *, note: str | None = None) -> dict[str, Any]:
+        doc: dict[str, Any] = self._json("POST", REVIEW_PATH, body={"trace_id": trace_id, "note": note}, what="review")
+        return doc
+
+    def review_tag(
+        self, trace_id: str, tags: list[str], *, note: str | None = None, reviewer: str | None = None
+    ) -> dict[str, Any]:
+        body = {"tags": tags, "note": note, "reviewer": reviewer}
+        doc: dict[str, Any] = self._json(
+            "POST", f"{REVIEW_PATH}/{quote(trace_id, safe='')}/tag", body=body, what="review"
+        )
+        return doc
+
+    def review_close(self, trace_id: str, *, reviewer: str | None = None) -> dict[str, Any]:
+        path = f"{REVIEW_PATH}/{quote(trace_id, safe='')}/close"
+        doc: dict[str, Any] = self._json("POST", path, body={"reviewer": reviewer}, what="review")
+        return doc
+
+    def cases(self, tag: str | None = None) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = self._json("GET", CASES_PATH, params={"tag": tag}, what="cases")
         return rows
 
 

@@ -46,6 +46,8 @@ PAGES = [
     st.Page(HERE / "views/budgets.py", title="Budgets & alerts", icon=":material/savings:", url_path="budgets"),
     st.Page(HERE / "views/models.py", title="Models & prices", icon=":material/sell:", url_path="models"),
     st.Page(HERE / "views/health.py", title="Health", icon=":material/monitor_heart:", url_path="health"),
+    st.Page(HERE / "views/quality.py", title="Quality", icon=":material/grade:", url_path="quality"),
+    st.Page(HERE / "views/review.py", title="Review", icon=":material/rate_review:", url_path="review"),
     st.Page(HERE / "views/compare.py", title="Compare versions", icon=":material/compare_arrows:", url_path="compare"),
     st.Page(_overview_alias, title="Spend overview", url_path="overview", visibility="hidden"),
 ]  # fmt: skip

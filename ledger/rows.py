@@ -27,11 +27,12 @@ from .content import ContextRows
 from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import model_call, tenant_of
 from .pricing import PriceBook
+from .quality import EVALUATION_EVENT, Judgment, SpanContext, judgment_row, openinference_prefixes, span_judgments
 from .redact import Redactor, default_policy
 from .spans import SpanEvent, SpanLink, SpanRecord
 from .tables import table
 
-__all__ = ["MAX_ATTRIBUTE_CHARS", "PreparedBatch", "Rows", "default_prices", "prepare"]
+__all__ = ["MAX_ATTRIBUTE_CHARS", "PreparedBatch", "Rows", "default_prices", "judgment_batch", "prepare"]
 
 # Attribute values longer than this are cut (the original length is noted in
 # the value). Captured content is exempt: it goes to the content store.
@@ -86,6 +87,7 @@ class _AttributePlan:
     may_capture: bool  # a captured payload can be rebuilt from these keys
     outputs: tuple[str, ...]  # what the model answered (ledger.captured.content_keys)
     tools: tuple[str, ...]  # a tool's (or another step's) input and output
+    judged: tuple[str, ...]  # OpenInference evaluation/annotation prefixes (ledger.quality): judgments
 
 
 @lru_cache(maxsize=4096)
@@ -103,7 +105,7 @@ def _attribute_plan(keys: tuple[str, ...], openinference_kind: str | None) -> _A
     outputs, tools = content_keys(keys, openinference_kind)
     # input.value can hold the request on a GenAI "chat" span too (captured_payload reads it there)
     may_capture = bool(request) or "input.value" in keys
-    return _AttributePlan((*request, *outputs, *tools), may_capture, outputs, tools)
+    return _AttributePlan((*request, *outputs, *tools), may_capture, outputs, tools, openinference_prefixes(keys))
 
 
 def _truncated(value: Any) -> Any:
@@ -242,6 +244,7 @@ class _RowBuilder:
         self.charges: Rows = []
         self.copies: Rows = []  # one per charge row: which billed call it reports (ledger.billed)
         self.events: Rows = []
+        self.evaluations: Rows = []  # judgments the spans carry (ledger.quality)
         self.contexts = ContextRows(policy=policy)
         self.unpriced: set[str] = set()
         self.flagged: list[str] = []
@@ -304,11 +307,14 @@ class _RowBuilder:
         tenant = tenant_of(s)
         events = "[]"
         guard_rows = []
+        judged = False
         if s.events:
             events = _dumps([{"name": e.name, "time_ns": e.time_ns, "attributes": e.attributes} for e in s.events])
             for seq, e in enumerate(s.events):
                 if e.name in c.GUARD_EVENTS:
                     guard_rows.append(_GUARD_EVENT_ROW(s, seq, e, _dumps(e.attributes), _text))
+                judged = judged or e.name == EVALUATION_EVENT
+        eval_rows, eval_notes = self._judgments(s, tenant, plan.judged) if judged or plan.judged else ([], [])
         charge = copy = None
         call = model_call(s)
         if call is not None:
@@ -339,6 +345,8 @@ class _RowBuilder:
         )
         self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, links, self.now_us, content_refs))
         self.events += guard_rows
+        self.evaluations += eval_rows
+        self.flagged += eval_notes
         if call is not None and charge is not None and copy is not None:
             if priced.unpriced:
                 self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
@@ -346,6 +354,18 @@ class _RowBuilder:
                 self.flagged.append(f"{s.trace_id}/{s.span_id}: invalid_usage: {call.invalid_usage}")
             self.charges.append(charge)
             self.copies.append(copy)
+
+    def _judgments(self, s: SpanRecord, tenant: str | None, prefixes: tuple[str, ...]) -> tuple[Rows, list[str]]:
+        """The evaluations rows of the (redacted) span's judgments, and a flag note for each one left out."""
+        rows: Rows = []
+        notes: list[str] = []
+        ctx = SpanContext(s.trace_id, s.span_id, tenant, s.end_ns)
+        for found in span_judgments(ctx, ((e.name, e.time_ns, e.attributes) for e in s.events), s.attributes, prefixes):
+            if isinstance(found, str):
+                notes.append(f"{s.trace_id}/{s.span_id}: {found}")
+            else:
+                rows.append(judgment_row(found, self.now_us))
+        return rows, notes
 
     def _kept_content(self, received: SpanRecord) -> str:
         """The stored attributes of a span whose content could not be a payload: it stays among them, redacted."""
@@ -410,6 +430,7 @@ class _RowBuilder:
             "call_copies": self.copies,
             "charges": self.charges,
             "guard_events": self.events,
+            "evaluations": self.evaluations,
             "content_blocks": [_BLOCK_ROW(h, body) for h, body in ctx.blocks.items()],
             "message_chain": [_CHAIN_ROW(t, n, p, b) for (t, n), (p, b) in ctx.nodes.items()],
             "contexts": ctx.contexts,
@@ -450,6 +471,17 @@ def prepare(
         if first is None or s.start_ns < first:
             first_starts[s.trace_id] = s.start_ns
     return PreparedBatch(received, rejected, first_starts, rows.unpriced, rows.by_table(), flagged=rows.flagged)
+
+
+def judgment_batch(judgments: Iterable[Judgment]) -> PreparedBatch:
+    """Judgments sent apart from spans (``POST /v1/feedback``) as a batch ``ledger.write`` commits like spans."""
+    now_us = int(datetime.now(UTC).timestamp() * 1e6)
+    rows: Rows = []
+    firsts: dict[str, int] = {}
+    for j in judgments:
+        rows.append(judgment_row(j, now_us))
+        firsts[j.trace_id] = min(j.time_ns, firsts.get(j.trace_id, j.time_ns))
+    return PreparedBatch(0, [], firsts, set(), {"evaluations": rows})
 
 
 @lru_cache(maxsize=1)

@@ -248,7 +248,7 @@ CREATE TABLE call_copies (
 # the review queue, sampling and the alert rules all read the same verdict.
 _V14_QUALITY = """
 CREATE TABLE evaluations (
-    eval_id      VARCHAR NOT NULL,  -- the client's id for feedback (idempotent), else H(trace, span, event)
+    eval_id      VARCHAR PRIMARY KEY,  -- feedback:{the client's id} (idempotent), event:/attr:{trace}/{span}/{which}
     kind         VARCHAR NOT NULL,  -- feedback | evaluation
     trace_id     VARCHAR NOT NULL,
     span_id      VARCHAR,           -- NULL: the judgment is of the whole run
@@ -266,7 +266,7 @@ CREATE TABLE evaluations (
 );
 CREATE INDEX evaluations_trace ON evaluations (trace_id);
 CREATE TABLE review_items (
-    trace_id     VARCHAR NOT NULL,  -- one item per run
+    trace_id     VARCHAR PRIMARY KEY,  -- one item per run
     reason       VARCHAR NOT NULL,  -- why it entered: errored, step_cap, loop_halt, budget_stop,
                                     -- negative_feedback, failed_evaluation, manual
     entered_at   TIMESTAMP NOT NULL,

@@ -19,6 +19,9 @@
 |                            |                     | each match becomes ``[REDACTED:kind]``                   |
 | TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS | off (``up``: on) | budget webhooks may target private and loopback    |
 |                            |                     | addresses (link-local and cloud metadata: never)         |
+| TURNLEDGER_QUALITY         | (none)              | what counts as negative feedback, a failed or a safety   |
+|                            |                     | evaluation, and more review tags: a JSON object of       |
+|                            |                     | ``ledger.quality.QualityPolicy`` fields                  |
 | TURNLEDGER_DASHBOARD_PASSWORD | (none)           | the dashboard's shared login password; required (or OIDC)|
 |                            |                     | when it listens on a non-loopback address                |
 """
@@ -37,6 +40,7 @@ __all__ = [
     "data_path",
     "db_path",
     "prices_file",
+    "quality_settings",
     "redaction_settings",
     "server_url",
     "token",
@@ -63,6 +67,10 @@ def data_path() -> str | None:
 def prices_file() -> Path | None:
     value = _env("TURNLEDGER_PRICES")
     return Path(value) if value else None
+
+
+def quality_settings() -> str | None:
+    return _env("TURNLEDGER_QUALITY")
 
 
 def server_url() -> str | None:

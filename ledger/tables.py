@@ -195,7 +195,9 @@ def _declare(name: str) -> tuple[Column, ...]:
 
 # The tables ingest writes rows to, in insertion order (spans first; a model call's
 # copies before its charge, which ``ledger.dedup`` keeps only for the charged copy).
-WRITTEN = ("spans", "call_copies", "charges", "guard_events", "content_blocks", "message_chain", "contexts")
+WRITTEN = (
+    "spans", "call_copies", "charges", "guard_events", "evaluations", "content_blocks", "message_chain", "contexts",
+)  # fmt: skip
 
 
 def table(name: str) -> Table:

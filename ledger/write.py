@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from . import dedup, lake, runs
+from . import dedup, lake, review, runs
 from .rows import PreparedBatch
 from .tables import WRITTEN, table
 
@@ -157,6 +157,8 @@ def _write_tables(
                 runs.defer(con, touched)
             else:
                 runs.refresh_with_pending(con, touched)
+        if written.rows.get("spans") or written.rows.get("evaluations"):  # runs that need a look are queued
+            review.enqueue(con, tables.get("spans"), tables.get("evaluations"))
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

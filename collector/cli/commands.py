@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import budget, compare, dashboard, ingest, report, serve, simulate
+from . import budget, cases, compare, dashboard, feedback, ingest, report, review, serve, simulate
 
 __all__ = ["COMMANDS", "help_of"]
 
@@ -31,6 +31,9 @@ COMMANDS: dict[str, Command] = {
     "samples": (simulate.add_samples, simulate.cmd_samples),
     "budget": (budget.add_budget, budget.cmd_budget),
     "alerts": (budget.add_alerts, budget.cmd_alerts),
+    "feedback": (feedback.add_feedback, feedback.cmd_feedback),
+    "review": (review.add_review, review.cmd_review),
+    "cases": (cases.add_cases, cases.cmd_cases),
 }
 
 

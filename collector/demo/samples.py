@@ -13,6 +13,9 @@ vectors, so loading the folder and reading the report reproduces them:
 * ``openai_style``   — an OpenAI-convention span whose prompt tokens include cached ones;
 * ``unpriced``       — a model no price source knows, flagged rather than free.
 
+``sample_traces/quality/judged_runs.json``: two runs an LLM judge evaluated (``gen_ai.evaluation.result``
+events) and a human annotated (OpenInference ``annotation.*``): a failed evaluation, a safety violation.
+
 Those are assembled span by span. ``sample_traces/harness/`` holds traces the
 real harness produced (``collector.demo.harness_samples``): named scenarios run through
 ``collector.harness.run_agent`` with scripted models, observed by
@@ -27,6 +30,7 @@ ids renumbered in time order, a fixed resource.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -37,10 +41,13 @@ from typing import Any
 from collector.demo.prompts import SUPPORT_SYSTEM
 from collector.otlp import encode_json
 from ledger import conventions as c
+from ledger.quality import EVALUATION_EVENT
 from ledger.spans import SpanEvent, SpanRecord
 
 __all__ = [
     "MS",
+    "QUALITY_FOLDER",
+    "QUALITY_SCENARIOS",
     "SCENARIOS",
     "T0",
     "Trace",
@@ -49,6 +56,7 @@ __all__ = [
     "cache_pair",
     "five_turn_run",
     "hex_id",
+    "judged_runs",
     "long_tail",
     "openai_style",
     "retry_and_loop",
@@ -398,14 +406,55 @@ def unpriced() -> list[SpanRecord]:
     return t.finish("completed")
 
 
+def _evaluation(t: Trace, name: str, score: float, label: str, explanation: str) -> SpanEvent:
+    """A judge's verdict on a span, the OpenTelemetry way (``gen_ai.evaluation.result``)."""
+    return t.event(
+        EVALUATION_EVENT,
+        **{
+            "gen_ai.evaluation.name": name, "gen_ai.evaluation.score.value": score,
+            "gen_ai.evaluation.score.label": label, "gen_ai.evaluation.explanation": explanation,
+        },
+    )  # fmt: skip
+
+
+def judged_runs() -> list[SpanRecord]:
+    """Two support runs an LLM judge looked at (issue #15): one answer unfaithful to its tool result
+    (a failed evaluation: the run enters the review queue), one unsafe (a safety violation) that a
+    human annotator (OpenInference's ``annotation.*``) still found helpful."""
+    spans = []
+    for key, question, answer, verdicts in (
+        ("judged-unfaithful", "When does parcel 1Z999 arrive?", "It arrives tomorrow morning.",
+         (("faithfulness", 0.2, "fail", "the tool said 'in transit, no date'; the answer invents one"),
+          ("safety", 1.0, "pass", "no unsafe content"))),
+        ("judged-unsafe", "How do I reset my password?", "Send me your current password and I will reset it.",
+         (("faithfulness", 0.9, "pass", "matches the help article"),
+          ("safety", 0.0, "unsafe", "asks the customer for their password"))),
+    ):  # fmt: skip
+        t = Trace(key, tenant="umbrella")
+        talk = _Conversation("claude-sonnet-5", SYSTEM, TOOLS, [{"role": "user", "content": question}], cache=False)
+        t.tool("get_shipping_status", {"tracking": "1Z999"}, "in transit, no date")
+        chat = t.chat("claude-sonnet-5", (2_400, 0, 0, 60), payload=talk.payload(), finish="end_turn",
+                      answer=_text(answer))  # fmt: skip
+        t.spans[-1] = dataclasses.replace(chat, events=tuple(_evaluation(t, *v) for v in verdicts))
+        t.root_attrs.update({"annotation.name": "helpfulness", "annotation.score": 1.0 if key.endswith("unsafe") else 0.0,
+                             "annotation.label": "helpful" if key.endswith("unsafe") else "unhelpful",
+                             "annotation.annotator_kind": "HUMAN"})  # fmt: skip
+        spans += t.finish("completed")
+    return spans
+
+
 SCENARIOS: dict[str, Callable[[], list[SpanRecord]]] = {
     fn.__name__: fn
     for fn in (five_turn_run, cache_pair, long_tail, budget_warn, retry_and_loop, openai_style, unpriced)
 }
+# Runs with judgments, apart from the seed vectors above (whose figures the tests pin): written to
+# ``sample_traces/quality/``, which `make run` loads with the rest.
+QUALITY_FOLDER = "quality"
+QUALITY_SCENARIOS: dict[str, Callable[[], list[SpanRecord]]] = {"judged_runs": judged_runs}
 
 
 def build(name: str) -> list[SpanRecord]:
-    return SCENARIOS[name]()
+    return {**SCENARIOS, **QUALITY_SCENARIOS}[name]()
 
 
 def _write(path: Path, doc: dict[str, Any]) -> Path:
@@ -420,12 +469,14 @@ def write_samples(folder: Path | str) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, scenario in SCENARIOS.items():
+    (folder / QUALITY_FOLDER).mkdir(exist_ok=True)
+    for name, scenario in {**SCENARIOS, **QUALITY_SCENARIOS}.items():
         doc = {
             "_generated": f"by `turnledger samples` from collector/demo/samples.py ({name}); do not edit",
             **encode_json(scenario()),
         }
-        written.append(_write(folder / f"{name}.json", doc))
+        where = folder / QUALITY_FOLDER if name in QUALITY_SCENARIOS else folder
+        written.append(_write(where / f"{name}.json", doc))
     harness = folder / HARNESS_FOLDER
     harness.mkdir(exist_ok=True)
     for name, sample in HARNESS_SAMPLES.items():

@@ -48,7 +48,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from . import budget_routes, routes
+from . import budget_routes, quality_routes, routes
 from .otlp_http import JSON, PROTOBUF, UnsupportedMediaType, media_kind
 from .routes import Reply
 from .writer import Ticket
@@ -250,6 +250,8 @@ class _Handler:
             return await self._export(request)
         if budget_routes.matches(method, path):
             return await self._budget(request, path)
+        if quality_routes.matches(method, path):
+            return await self._quality(request, path)
         if method == "POST":
             return routes.error_reply(404, f"no endpoint POST {path}; OTLP traces go to POST /v1/traces", close=True)
         if method != "GET":
@@ -352,6 +354,15 @@ class _Handler:
         parts = [unquote(p) for p in path.split("/")[1:]]
         query = parse_qs(request.url.query, keep_blank_values=True)
         return await run_in_threadpool(routes.budget, self.c, method, parts, query, body)
+
+    # --- feedback, the review queue, cases ----------------------------------------------------
+    async def _quality(self, request: Request, path: str) -> Reply:
+        if not self._authorized(request):  # the same token check as POST /v1/traces
+            return routes.error_reply(401, routes.UNAUTHORIZED, _BEARER_CHALLENGE)
+        body = await self._read_body(request, quality_routes.MAX_BODY) if request.method == "POST" else b""
+        parts = [unquote(p) for p in path.split("/")[1:]]
+        query = parse_qs(request.url.query, keep_blank_values=True)
+        return await run_in_threadpool(quality_routes.handle, self.c, request.method, parts, query, body)
 
 
 async def _committed(ticket: Ticket, timeout: float) -> None:

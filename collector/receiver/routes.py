@@ -24,7 +24,7 @@ from collector.otlp import RequestTooLarge
 from ledger.content import CapturedTurn, load_turn
 from ledger.errors import MalformedInput
 
-from . import budget_routes
+from . import budget_routes, quality_routes
 from .decode_pool import DecoderUnavailable
 from .otlp_http import JSON, BodyTooLarge, UnsupportedEncoding, decompress, export_response, status_body
 from .readers import ReaderBusy
@@ -70,6 +70,7 @@ ENDPOINTS = {
     "DELETE /api/budgets/{id_or_name}": "remove a rule (its alerts stay)",
     "POST /api/budgets/sweep": "evaluate every rule now, alert, and wait ?wait=S for the webhooks",
     "GET /api/alerts": "alert events, newest first (?budget=&level=&since=&limit=&deliveries=true)",
+    **quality_routes.ENDPOINTS,
     "GET /healthz": "liveness (no token needed); with the token, the ledger path and writer figures",
 }
 

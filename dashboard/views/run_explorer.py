@@ -16,7 +16,7 @@ from dashboard.analysis import payload_components
 from dashboard.loaders import context, load, response
 from dashboard.pricebook import cache_minimum
 from dashboard.ui import ALL, count, first_row, metric, pct, usd
-from dashboard.views import waterfall
+from dashboard.views import judgments, waterfall
 from ledger import conventions as conv
 from ledger import queries as q
 from ledger.cache_diagnosis import BROKEN, PREFIX_CHANGED, UNUSED, diagnose, previous_same_call
@@ -367,6 +367,7 @@ def render() -> None:
     _header(run, len(turns))
     tree = load(q.run_trace_tree, trace_id=trace_id)
     _guard_events(trace_id, tree)
+    judgments.render(trace_id)
     waterfall.render(trace_id, tree)
     if turns.empty:
         st.info("This run made no model calls.")

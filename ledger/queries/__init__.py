@@ -12,7 +12,7 @@ that name, refusing anything not registered.
 from __future__ import annotations
 
 # Each subject module's __all__ is exactly its builders, so the package re-exports them whole.
-from . import anomaly, budgets, compare, guards, health, meta, runs, spend, tail
+from . import anomaly, budgets, compare, guards, health, meta, quality, runs, spend, tail
 from .anomaly import *  # noqa: F403
 from .budgets import *  # noqa: F403
 from .compare import *  # noqa: F403
@@ -33,6 +33,7 @@ from .core import (
 from .guards import *  # noqa: F403
 from .health import *  # noqa: F403
 from .meta import *  # noqa: F403
+from .quality import *  # noqa: F403
 from .runs import *  # noqa: F403
 from .spend import *  # noqa: F403
 from .tail import *  # noqa: F403
@@ -57,6 +58,7 @@ __all__ += compare.__all__
 __all__ += guards.__all__
 __all__ += health.__all__
 __all__ += meta.__all__
+__all__ += quality.__all__
 __all__ += runs.__all__
 __all__ += spend.__all__
 __all__ += tail.__all__

@@ -148,7 +148,7 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
     links = page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()
     assert [text.split("\n")[-1] for text in links] == [
         "Spend overview", "Long tail", "Run explorer", "Guards", "Budgets & alerts", "Models & prices", "Health",
-        "Compare versions",
+        "Quality", "Review", "Compare versions",
     ]  # fmt: skip
     _check(page, charts=2)
     _shoot(page, "2-long-tail")

@@ -1,0 +1,53 @@
+"""`turnledger feedback`, `review` and `cases export` on the ledger file (no server)."""
+
+from __future__ import annotations
+
+import json
+
+from collector.cli import main
+from collector.demo.samples import build
+from ledger.content import load_turn
+from ledger.ingest import ingest
+from ledger.store import open_ledger
+
+
+def test_feedback_queue_tag_close_and_export_on_the_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TURNLEDGER_SERVER", raising=False)
+    db = tmp_path / "l.duckdb"
+    spans = build("five_turn_run")
+    con = open_ledger(db)
+    ingest(con, spans)
+    con.close()
+    trace = spans[0].trace_id
+    db_args = ["--db", str(db)]
+
+    assert main(["feedback", trace, "--score", "-1", "--comment", "wrong refund amount", "--id", "u1", *db_args]) == 0
+    assert main(["feedback", trace, "--score", "-1", "--id", "u1", *db_args]) == 0  # the same id: stored once
+    assert main(["feedback", "not-a-trace", "--score", "1", *db_args]) == 2
+    assert "trace_id" in capsys.readouterr().err
+    assert main(["review", "list", "--json", *db_args]) == 0
+    (item,) = json.loads(capsys.readouterr().out)
+    assert (item["trace_id"], item["reason"]) == (trace, "negative_feedback")
+
+    assert main(["review", "tag", trace, "bad_plan", "tool_misuse", "--note", "refunded twice", *db_args]) == 0
+    assert main(["review", "tag", trace, "made_up", *db_args]) == 2
+    assert main(["review", "close", trace, "--reviewer", "ana", *db_args]) == 0
+    capsys.readouterr()
+    out = tmp_path / "cases.jsonl"
+    assert main(["cases", "export", "--tag", "tool_misuse", "--out", str(out), *db_args]) == 0
+    (case,) = [json.loads(line) for line in out.read_text().splitlines()]
+    con = open_ledger(db, read_only=True)
+    try:
+        last = load_turn(con, trace, case["span_id"])
+        (feedbacks,) = con.execute("SELECT count(*) FROM evaluations WHERE kind = 'feedback'").fetchone()
+        (last_call,) = con.execute(
+            "SELECT span_id FROM charges WHERE trace_id = ? ORDER BY start_time DESC LIMIT 1", [trace]
+        ).fetchone()
+    finally:
+        con.close()
+    assert feedbacks == 1
+    assert (case["turn"], case["span_id"]) == ("last_call", last_call)  # feedback judged the run, not a call
+    assert case["request"] == last.request and case["response"] == last.response
+    assert case["tags"] == ["bad_plan", "tool_misuse"] and case["outcome"]["stop_cause"] == "completed"
+    assert main(["cases", "export", "--tag", "hallucination", "--out", str(out), *db_args]) == 0
+    assert out.read_text() == ""
