@@ -320,6 +320,51 @@ FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_
     _alter_indexed(con, "budgets", _add_not_null("budgets", "enabled", "BOOLEAN", "true"))
 
 
+# Migration 13: content blocks keyed by their 16-byte hash, and each call's message blocks listed
+# on its contexts row instead of a per-trace chain of nodes (one indexed row per message). The
+# tables are rebuilt (DuckDB alters no column an index depends on; DuckLake changes no type), each
+# old chain walked from its call's tail node back to the root.
+_V13_CONTENT_BLOCKS = """
+CREATE TABLE content_blocks_v13 (
+    hash   BLOB PRIMARY KEY,
+    body   VARCHAR USING COMPRESSION zstd NOT NULL
+);
+INSERT INTO content_blocks_v13 SELECT unhex(hash), body FROM content_blocks;
+DROP TABLE content_blocks;
+ALTER TABLE content_blocks_v13 RENAME TO content_blocks;
+"""
+_V13_CONTEXTS = """
+CREATE TABLE contexts_v13 (
+    trace_id      VARCHAR NOT NULL,
+    span_id       VARCHAR NOT NULL,
+    envelope      JSON NOT NULL,
+    system_block  BLOB,
+    tools_block   BLOB,
+    messages      VARCHAR USING COMPRESSION zstd,  -- the message blocks' keys in hex, in order
+    payload_bytes BIGINT NOT NULL,
+    response      JSON,
+    PRIMARY KEY (trace_id, span_id)
+);
+INSERT INTO contexts_v13
+WITH RECURSIVE walk (trace_id, span_id, node, depth, block) AS (
+    SELECT trace_id, span_id, messages_node, 0, NULL::VARCHAR FROM contexts WHERE messages_node IS NOT NULL
+    UNION ALL
+    SELECT w.trace_id, w.span_id, m.prev, w.depth + 1, m.block
+    FROM walk w JOIN message_chain m ON m.trace_id = w.trace_id AND m.node = w.node
+), lists AS (
+    SELECT trace_id, span_id, string_agg(block, '' ORDER BY depth DESC) FILTER (WHERE depth > 0) AS messages
+    FROM walk GROUP BY trace_id, span_id
+)
+SELECT c.trace_id, c.span_id, c.envelope, unhex(c.system_block), unhex(c.tools_block),
+       CASE WHEN c.messages_node IS NOT NULL THEN coalesce(l.messages, '') END, c.payload_bytes, c.response
+FROM contexts c LEFT JOIN lists l ON l.trace_id = c.trace_id AND l.span_id = c.span_id
+ORDER BY c.trace_id, c.payload_bytes;  -- a run's lists side by side: each one mostly repeats the one before
+DROP TABLE contexts;
+DROP TABLE message_chain;
+ALTER TABLE contexts_v13 RENAME TO contexts;
+CREATE INDEX contexts_trace ON contexts (trace_id);
+"""
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -331,6 +376,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (9, "span links", "ALTER TABLE spans ADD COLUMN links JSON DEFAULT '[]'"),
     (10, "content references and trace indexes", _v10_content_refs),
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
+    (13, "binary content keys; message lists on contexts", _V13_CONTENT_BLOCKS + _V13_CONTEXTS),
 ]
 
 
