@@ -17,9 +17,9 @@ copy of it are one block), or a value too small to be worth a block. A model
 call's output references sit on its ``contexts`` row, a tool span's on its
 ``spans.content_refs``.
 
-Reassembly reads the call's row through the trace index and its blocks through
-their key (migration 13), so its cost follows the run's size, not the ledger's,
-and yields a value equal (as JSON, key order included) to what was sent or answered.
+Reassembly reads the call's row and its blocks each through their key (migration
+13), so its cost does not grow with the ledger, and yields a value equal (as JSON,
+key order included) to what was sent or answered.
 """
 
 from __future__ import annotations
@@ -66,6 +66,12 @@ def _hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=KEY_BYTES).digest()
 
 
+def call_key(trace_id: str, span_id: str) -> bytes:
+    """A contexts row's key: one 16-byte column, since DuckDB looks up no composite key through its index
+    (a (trace_id, span_id) key and a trace index cost ~3x this one's index; the ids' length keeps it unambiguous)."""
+    return _hash(f"{len(trace_id)}:{trace_id}{span_id}")
+
+
 def message_keys(listed: str) -> list[bytes]:
     """A ``contexts.messages`` value (the message blocks' keys in hex, one after another) -> the keys."""
     return [bytes.fromhex(listed[i : i + _HEX_CHARS]) for i in range(0, len(listed), _HEX_CHARS)]
@@ -86,9 +92,9 @@ Refs = dict[str, Ref]
 _MESSAGE_CORE = ("role", "content")
 
 _CONTEXT_ROW = table("contexts").compile_row(
-    "trace_id, span_id, envelope, system, tools, messages, size, response",
+    "call, trace_id, span_id, envelope, system, tools, messages, size, response",
     {
-        "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
+        "call": "call", "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
         "tools_block": "tools", "messages": "messages", "payload_bytes": "size", "response": "response",
     },
 )  # fmt: skip
@@ -154,7 +160,8 @@ class ContextRows:
         """One model call's content: its request ``payload`` and its ``outputs`` attributes (either may be absent)."""
         response = self.refs(outputs) if outputs else None
         if payload is None:
-            self.contexts.append(_CONTEXT_ROW(trace_id, span_id, "null", None, None, None, 0, response))
+            key = call_key(trace_id, span_id)
+            self.contexts.append(_CONTEXT_ROW(key, trace_id, span_id, "null", None, None, None, 0, response))
             return
         fields = {k: v for k, v in payload.items() if k not in _SPLIT_KEYS}
         envelope = {"order": list(payload), "fields": self.policy.value(fields) if self.policy else fields}
@@ -162,7 +169,8 @@ class ContextRows:
         tools = self._block(payload["tools"]) if "tools" in payload else None
         messages = "".join(self._block(m).hex() for m in payload["messages"]) if "messages" in payload else None
         size = len(_dumps(payload).encode())
-        row = _CONTEXT_ROW(trace_id, span_id, _dumps(envelope), system, tools, messages, size, response)
+        key = call_key(trace_id, span_id)
+        row = _CONTEXT_ROW(key, trace_id, span_id, _dumps(envelope), system, tools, messages, size, response)
         self.contexts.append(row)
 
 
@@ -202,12 +210,9 @@ def _resolved(refs: Refs, bodies: Mapping[bytes, Any]) -> dict[str, Any]:
 
 def trace_attributes(con: duckdb.DuckDBPyConnection, trace_id: str) -> dict[str, dict[str, Any]]:
     """Every span of a trace -> its attribute set as received (content restored; secrets redacted)."""
-    responses = dict(
-        con.execute(
-            "SELECT span_id, response FROM contexts WHERE trace_id = ? AND response IS NOT NULL", [trace_id]
-        ).fetchall()
-    )
     spans = con.execute("SELECT span_id, attributes, content_refs FROM spans WHERE trace_id = ?", [trace_id]).fetchall()
+    keys = [call_key(trace_id, sid) for sid, _, _ in spans]
+    responses = dict(con.execute(CALL_RESPONSES, [keys]).fetchall()) if keys else {}  # None: nothing answered
     parsed = {sid: [json.loads(r) for r in (refs, responses.get(sid)) if r] for sid, _, refs in spans}
     bodies = _bodies(con, [k for refs in parsed.values() for p in refs for k in _ref_keys(p)])
     out: dict[str, dict[str, Any]] = {}
@@ -227,18 +232,14 @@ class CapturedTurn:
     response: Any
 
 
-# The lookups of a rebuild, each through a single-column index (contexts_trace; content_blocks by
-# its key): only the trace is filtered in SQL, since DuckDB uses such an index for one equality
-# and scans the table for two; a run has few enough calls to pick from.
-TRACE_CONTEXTS = (
-    "SELECT span_id, envelope, system_block, tools_block, messages, response FROM contexts WHERE trace_id = ?"
-)
+# The lookups of a rebuild and of a trace's answers, each through a table's key (its ART index).
+CALL_CONTEXT = "SELECT envelope, system_block, tools_block, messages, response FROM contexts WHERE call = ?"
+CALL_RESPONSES = "SELECT span_id, response FROM contexts WHERE call IN (SELECT unnest(?))"  # one filter: an index join
 BLOCKS = "SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))"
 
 
 def _context_row(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[Any, ...] | None:
-    rows = con.execute(TRACE_CONTEXTS, [trace_id]).fetchall()
-    return next((row[1:] for row in rows if row[0] == span_id), None)
+    return con.execute(CALL_CONTEXT, [call_key(trace_id, span_id)]).fetchone()
 
 
 def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> CapturedTurn | None:

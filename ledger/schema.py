@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import duckdb
+import pyarrow as pa
 
 from . import lake, terms
+from .content import call_key
 from .conventions import EVENT_LOOP_TRIP
 from .runs import STEP_CAP_SHAPE
 from .tables import USD, term_columns
@@ -320,10 +322,10 @@ FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_
     _alter_indexed(con, "budgets", _add_not_null("budgets", "enabled", "BOOLEAN", "true"))
 
 
-# Migration 13: content blocks keyed by their 16-byte hash, and each call's message blocks listed
-# on its contexts row instead of a per-trace chain of nodes (one indexed row per message). The
-# tables are rebuilt (DuckDB alters no column an index depends on; DuckLake changes no type), each
-# old chain walked from its call's tail node back to the root.
+# Migration 13 (``ledger.content``): content blocks keyed by their 16-byte hash, and each call's
+# message blocks listed on its contexts row, keyed by one 16-byte column, instead of a per-trace chain
+# of nodes (one indexed row per message). The tables are rebuilt (DuckDB alters no column an index
+# depends on; DuckLake changes no type), each old chain walked from its call's tail node to the root.
 _V13_CONTENT_BLOCKS = """
 CREATE TABLE content_blocks_v13 (
     hash   BLOB PRIMARY KEY,
@@ -335,6 +337,7 @@ ALTER TABLE content_blocks_v13 RENAME TO content_blocks;
 """
 _V13_CONTEXTS = """
 CREATE TABLE contexts_v13 (
+    call          BLOB PRIMARY KEY,  -- ledger.content.call_key(trace_id, span_id)
     trace_id      VARCHAR NOT NULL,
     span_id       VARCHAR NOT NULL,
     envelope      JSON NOT NULL,
@@ -342,8 +345,7 @@ CREATE TABLE contexts_v13 (
     tools_block   BLOB,
     messages      VARCHAR USING COMPRESSION zstd,  -- the message blocks' keys in hex, in order
     payload_bytes BIGINT NOT NULL,
-    response      JSON,
-    PRIMARY KEY (trace_id, span_id)
+    response      JSON
 );
 INSERT INTO contexts_v13
 WITH RECURSIVE walk (trace_id, span_id, node, depth, block) AS (
@@ -355,15 +357,33 @@ WITH RECURSIVE walk (trace_id, span_id, node, depth, block) AS (
     SELECT trace_id, span_id, string_agg(block, '' ORDER BY depth DESC) FILTER (WHERE depth > 0) AS messages
     FROM walk GROUP BY trace_id, span_id
 )
-SELECT c.trace_id, c.span_id, c.envelope, unhex(c.system_block), unhex(c.tools_block),
-       CASE WHEN c.messages_node IS NOT NULL THEN coalesce(l.messages, '') END, c.payload_bytes, c.response
-FROM contexts c LEFT JOIN lists l ON l.trace_id = c.trace_id AND l.span_id = c.span_id
+SELECT k.call, c.trace_id, c.span_id, c.envelope, unhex(c.system_block), unhex(c.tools_block), l.messages,
+       c.payload_bytes, c.response
+FROM contexts c JOIN v13_call_keys k ON k.trace_id = c.trace_id AND k.span_id = c.span_id
+LEFT JOIN lists l ON l.trace_id = c.trace_id AND l.span_id = c.span_id
 ORDER BY c.trace_id, c.payload_bytes;  -- a run's lists side by side: each one mostly repeats the one before
 DROP TABLE contexts;
 DROP TABLE message_chain;
 ALTER TABLE contexts_v13 RENAME TO contexts;
-CREATE INDEX contexts_trace ON contexts (trace_id);
 """
+
+
+def _v13_content_keys(con: duckdb.DuckDBPyConnection) -> None:
+    _execute(con, _V13_CONTENT_BLOCKS)
+    ids = con.execute("SELECT trace_id, span_id FROM contexts").fetchall()
+    keys = pa.table(
+        {
+            "trace_id": pa.array([t for t, _ in ids], pa.string()),
+            "span_id": pa.array([s for _, s in ids], pa.string()),
+            "call": pa.array([call_key(t, s) for t, s in ids], pa.binary()),
+        }
+    )
+    con.register("v13_call_keys", keys)  # the keys are blake2b, which DuckDB's SQL has not
+    try:
+        _execute(con, _V13_CONTEXTS)
+    finally:
+        con.unregister("v13_call_keys")
+
 
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
@@ -376,7 +396,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (9, "span links", "ALTER TABLE spans ADD COLUMN links JSON DEFAULT '[]'"),
     (10, "content references and trace indexes", _v10_content_refs),
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
-    (13, "binary content keys; message lists on contexts", _V13_CONTENT_BLOCKS + _V13_CONTEXTS),
+    (13, "binary content keys; message lists on contexts", _v13_content_keys),
 ]
 
 

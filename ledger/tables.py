@@ -143,11 +143,11 @@ _GUARD_EVENTS = _columns("""
     trace_id VARCHAR, span_id VARCHAR, seq INTEGER, name VARCHAR, time TIMESTAMP_NS, shape VARCHAR, action VARCHAR,
     tool VARCHAR, cause VARCHAR, attributes JSON
 """)
-# Migration 13 (``ledger.content``): blocks keyed by their 16-byte hash; a call's row lists its
-# message blocks' keys (hex, in order) and references what the model answered.
+# Migration 13 (``ledger.content``): blocks keyed by their 16-byte hash; a call's row, keyed by the
+# hash of its ids, lists its message blocks' keys (hex, in order) and references what the model answered.
 _CONTENT_BLOCKS = _columns("hash BLOB, body VARCHAR")
 _CONTEXTS = _columns("""
-    trace_id VARCHAR, span_id VARCHAR, envelope JSON, system_block BLOB, tools_block BLOB, messages VARCHAR,
+    call BLOB, trace_id VARCHAR, span_id VARCHAR, envelope JSON, system_block BLOB, tools_block BLOB, messages VARCHAR,
     payload_bytes BIGINT, response JSON
 """)
 # Migration 7: one row per model-call span, the copy it is of a billed call (``ledger.billed``).

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from ledger.content import ContextRows
+
 _SPLIT_KEYS = ("system", "tools", "messages")
 
 
@@ -24,7 +26,7 @@ def _dumps(value: Any) -> str:
 class OldContentRows:
     blocks: dict[str, str] = field(default_factory=dict)  # hex hash -> body
     chain: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # (trace, node) -> (prev, block)
-    contexts: list[tuple[Any, ...]] = field(default_factory=list)  # the 7 columns before migration 10
+    contexts: list[tuple[Any, ...]] = field(default_factory=list)  # its 8 columns from migration 10 to 12
 
     def _block(self, value: Any) -> str:
         body = _dumps(value)
@@ -32,7 +34,18 @@ class OldContentRows:
         self.blocks.setdefault(key, body)
         return key
 
-    def add(self, trace_id: str, span_id: str, payload: dict[str, Any]) -> None:
+    def add(
+        self, trace_id: str, span_id: str, payload: dict[str, Any] | None, outputs: dict[str, Any] | None = None
+    ) -> None:
+        """One call's rows; ``outputs`` (migration 10's answers) are referenced as they are now, in hex."""
+        response = None
+        if outputs:
+            answers = ContextRows()
+            response = answers.refs(outputs)
+            self.blocks.update({key.hex(): body for key, body in answers.blocks.items()})
+        if payload is None:
+            self.contexts.append((trace_id, span_id, "null", None, None, None, 0, response))
+            return
         fields = {k: v for k, v in payload.items() if k not in _SPLIT_KEYS}
         envelope = _dumps({"order": list(payload), "fields": fields})
         system = self._block(payload["system"]) if "system" in payload else None
@@ -46,11 +59,11 @@ class OldContentRows:
                 self.chain.setdefault((trace_id, nxt), (node, block))
                 node = nxt
         size = len(_dumps(payload).encode())
-        self.contexts.append((trace_id, span_id, envelope, system, tools, node, size))
+        self.contexts.append((trace_id, span_id, envelope, system, tools, node, size, response))
 
     def insert(self, con: Any, *, with_response: bool) -> None:
         """Into a ledger whose content tables are still the old ones (``with_response``: migration 10 ran)."""
         con.executemany("INSERT INTO content_blocks VALUES (?, ?)", list(self.blocks.items()))
         con.executemany("INSERT INTO message_chain VALUES (?, ?, ?, ?)", [(*k, *v) for k, v in self.chain.items()])
-        rows = [(*r, None) for r in self.contexts] if with_response else self.contexts
+        rows = self.contexts if with_response else [r[:-1] for r in self.contexts]
         con.executemany(f"INSERT INTO contexts VALUES ({', '.join('?' * len(rows[0]))})", rows)

@@ -11,9 +11,11 @@ from ledger import queries as q
 from ledger import schema
 from ledger.content import (
     BLOCKS,
+    CALL_CONTEXT,
+    CALL_RESPONSES,
     INLINE_CHARS,
-    TRACE_CONTEXTS,
     ContextRows,
+    call_key,
     load_context,
     load_response,
     trace_attributes,
@@ -163,8 +165,9 @@ def _plan(con, sql: str, params: list[Any]) -> str:  # type: ignore[no-untyped-d
     return str(con.execute("EXPLAIN ANALYZE " + sql, params).fetchall()[0][1])
 
 
-def test_a_turn_is_rebuilt_through_the_trace_indexes_not_a_table_scan() -> None:
-    """The lookups ``load_turn`` makes: each one an index scan, so its cost does not grow with the ledger."""
+def test_a_turn_is_rebuilt_through_the_keys_not_a_table_scan() -> None:
+    """The lookups ``load_turn`` and ``trace_attributes`` make: each one an index scan, so their cost
+    does not grow with the ledger."""
     con = open_ledger(":memory:")
     spans = [
         _span(
@@ -182,6 +185,7 @@ def test_a_turn_is_rebuilt_through_the_trace_indexes_not_a_table_scan() -> None:
     )
     trace = f"{7:032x}"
     hashes = [h for (h,) in con.execute("SELECT hash FROM content_blocks LIMIT 3").fetchall()]
-    for sql, params in ((TRACE_CONTEXTS, [trace]), (BLOCKS, [hashes])):
+    call = call_key(trace, spans[6].span_id)
+    for sql, params in ((CALL_CONTEXT, [call]), (CALL_RESPONSES, [[call]]), (BLOCKS, [hashes])):
         plan = _plan(con, sql, params)
         assert "Index Scan" in plan and "Sequential Scan" not in plan, plan
