@@ -6,8 +6,11 @@ prompt, the tool list and each message. A call's ``contexts`` row lists its
 message blocks (their hashes, in order): turn N+1 repeats turn N's list plus its
 new messages, and the column's zstd stores that repeat as a back-reference, so
 the store grows with the number of distinct messages, not with turns x history
-(measured in benchmarks/content_store.py: the per-node chain this replaced, one
-indexed row per message, cost more than every list together).
+(DuckDB compresses a vector of 2,048 rows as one: a run's calls written further
+apart than that pay their list's 32 hex characters per message again).
+Measured in benchmarks/content_store.py, the per-trace chain of nodes this
+replaced (migration 13; one row and two index entries per message) cost more
+than every list together.
 
 Other content attributes (what the model answered, a tool's arguments and
 result: ``ledger.captured``) leave the span's attribute JSON too; the span keeps
