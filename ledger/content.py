@@ -42,7 +42,7 @@ from .tables import table
 if TYPE_CHECKING:  # the decoder processes build content rows and never load DuckDB
     import duckdb
 
-__all__ = ["CapturedTurn", "ContextRows", "load_context", "load_response", "load_turn", "trace_attributes"]
+__all__ = ["CapturedTurn", "ContextRows", "call_key", "load_context", "load_response", "load_turn", "trace_attributes"]
 
 _SPLIT_KEYS = ("system", "tools", "messages")
 
@@ -75,7 +75,7 @@ def call_key(trace_id: str, span_id: str) -> bytes:
     return _hash(f"{len(trace_id)}:{trace_id}{span_id}")
 
 
-def message_keys(listed: str) -> list[bytes]:
+def _message_keys(listed: str) -> list[bytes]:
     """A ``contexts.messages`` value (the message blocks' keys in hex, one after another) -> the keys."""
     return [bytes.fromhex(listed[i : i + _HEX_CHARS]) for i in range(0, len(listed), _HEX_CHARS)]
 
@@ -264,7 +264,7 @@ def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> Ca
             return None
     envelope, response_refs = json.loads(row[0]), row[4]
     system, tools = (bytes(key) if key is not None else None for key in row[1:3])
-    message_blocks = message_keys(row[3] or "")
+    message_blocks = _message_keys(row[3] or "")
     refs: Refs = json.loads(response_refs) if response_refs else {}
     bodies = _bodies(con, [k for k in (system, tools, *message_blocks, *_ref_keys(refs)) if k])
     response = captured_response(_resolved(refs, bodies), llm_span=True) if refs else None
