@@ -1,10 +1,16 @@
 """Content-addressed storage of captured content: requests, responses, tool arguments and results.
 
 A request payload (``{"model", "system", "tools", "messages", ...}``) is split
-into blocks stored once by hash: the system prompt, the tool list and each
-message. A turn's message list is a chain of nodes, ``node = H(prev_node,
-message)``, kept per trace: turn N+1 adds only the nodes of its new messages, so
-the store grows with the number of distinct messages, not with turns x history.
+into blocks stored once by their 16-byte hash (``content_blocks``): the system
+prompt, the tool list and each message. A call's ``contexts`` row lists its
+message blocks (their hashes, in order): turn N+1 repeats turn N's list plus its
+new messages, and the column's zstd stores that repeat as a back-reference, so
+the store grows with the number of distinct messages, not with turns x history
+(DuckDB compresses a vector of 2,048 rows as one: a run's calls written further
+apart than that pay their list's 32 hex characters per message again).
+Measured in benchmarks/content_store.py, the per-trace chain of nodes this
+replaced (migration 13; one row and two index entries per message) cost more
+than every list together.
 
 Other content attributes (what the model answered, a tool's arguments and
 result: ``ledger.captured``) leave the span's attribute JSON too; the span keeps
@@ -14,9 +20,9 @@ copy of it are one block), or a value too small to be worth a block. A model
 call's output references sit on its ``contexts`` row, a tool span's on its
 ``spans.content_refs``.
 
-Reassembly reads the trace's rows through the trace indexes (migration 10), so
-its cost follows the run's size, not the ledger's, and yields a value equal (as
-JSON, key order included) to what was sent or answered.
+Reassembly reads the call's row and its blocks each through their key (migration
+13), so its cost does not grow with the ledger, and yields a value equal (as JSON,
+key order included) to what was sent or answered.
 """
 
 from __future__ import annotations
@@ -36,10 +42,9 @@ from .tables import table
 if TYPE_CHECKING:  # the decoder processes build content rows and never load DuckDB
     import duckdb
 
-__all__ = ["CapturedTurn", "ContextRows", "load_context", "load_response", "load_turn", "trace_attributes"]
+__all__ = ["CapturedTurn", "ContextRows", "call_key", "load_context", "load_response", "load_turn", "trace_attributes"]
 
 _SPLIT_KEYS = ("system", "tools", "messages")
-_ROOT = "root"
 
 
 def _dumps(value: Any) -> str:
@@ -53,15 +58,26 @@ def _dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _hash(text: str) -> str:
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+# A block's key: 16 bytes (BLOB), half the bytes of its hex spelling in the column and in
+# the primary key's index, which costs more than the key itself (benchmarks/content_store.py).
+# References kept in JSON (``Refs``) and the message lists spell keys in hex.
+KEY_BYTES = 16
+_HEX_CHARS = 2 * KEY_BYTES
 
 
-def _node(prev: str, block: str) -> str:
-    # A node is keyed within its trace only (message_chain's key is (trace_id, node)): 64 bits
-    # keep a collision out of reach for any run's length at half the bytes of a block hash.
-    # Nodes stored before migration 10 are 128-bit; either kind walks the same way.
-    return hashlib.blake2b((prev + block).encode(), digest_size=8).hexdigest()
+def _hash(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=KEY_BYTES).digest()
+
+
+def call_key(trace_id: str, span_id: str) -> bytes:
+    """A contexts row's key: one 16-byte column, since DuckDB looks up no composite key through its index
+    (a (trace_id, span_id) key and a trace index cost ~3x this one's index; the ids' length keeps it unambiguous)."""
+    return _hash(f"{len(trace_id)}:{trace_id}{span_id}")
+
+
+def _message_keys(listed: str) -> list[bytes]:
+    """A ``contexts.messages`` value (the message blocks' keys in hex, one after another) -> the keys."""
+    return [bytes.fromhex(listed[i : i + _HEX_CHARS]) for i in range(0, len(listed), _HEX_CHARS)]
 
 
 # A value at most this long stays inline in the references: measured on
@@ -79,30 +95,45 @@ Refs = dict[str, Ref]
 _MESSAGE_CORE = ("role", "content")
 
 _CONTEXT_ROW = table("contexts").compile_row(
-    "trace_id, span_id, envelope, system, tools, node, size, response",
+    "call, trace_id, span_id, envelope, system, tools, messages, size, response",
     {
-        "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
-        "tools_block": "tools", "messages_node": "node", "payload_bytes": "size", "response": "response",
+        "call": "call", "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
+        "tools_block": "tools", "messages": "messages", "payload_bytes": "size", "response": "response",
     },
 )  # fmt: skip
+_BLOCK_ROW = table("content_blocks").compile_row("key, body", {"hash": "key", "body": "body"})
 
 
 @dataclass
 class ContextRows:
-    """Rows that captured content adds to the content tables (duplicates are fine: INSERT OR IGNORE)."""
+    """Rows that captured content adds to the content tables (duplicate blocks are fine: INSERT OR IGNORE)."""
 
     policy: Redactor | None = None  # None: blocks stored as received
-    blocks: dict[str, str] = field(default_factory=dict)  # hash -> body
-    nodes: dict[tuple[str, str], tuple[str | None, str]] = field(default_factory=dict)  # (trace, node) -> (prev, block)
+    blocks: dict[bytes, str] = field(default_factory=dict)  # key -> body
     contexts: list[tuple[Any, ...]] = field(default_factory=list)  # rows of the contexts table
 
-    def _block(self, value: Any) -> str:
+    def mark(self) -> tuple[int, int]:
+        """Where the rows stand now, for ``undo``."""
+        return len(self.blocks), len(self.contexts)
+
+    def undo(self, mark: tuple[int, int]) -> None:
+        """Drop every row added since ``mark`` (entries are only ever added, so the last ones are those)."""
+        blocks, contexts = mark
+        while len(self.blocks) > blocks:
+            self.blocks.popitem()
+        del self.contexts[contexts:]
+
+    def rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """The rows, per content table."""
+        return {"content_blocks": [_BLOCK_ROW(k, body) for k, body in self.blocks.items()], "contexts": self.contexts}
+
+    def _block(self, value: Any) -> bytes:
         body = _dumps(value)
         if self.policy is not None:
             body = self.policy.block(body)
-        h = _hash(body)
-        self.blocks.setdefault(h, body)
-        return h
+        key = _hash(body)
+        self.blocks.setdefault(key, body)
+        return key
 
     def refs(self, values: Mapping[str, Any]) -> str:
         """Content attributes -> their references as stored (JSON), each value redacted into its blocks."""
@@ -114,16 +145,16 @@ class ContextRows:
             elif (isinstance(value, str) and len(value) <= INLINE_CHARS) or isinstance(value, (bool, int, float)):
                 out[key] = {"v": self.policy.value(value) if self.policy is not None else value}
             else:
-                out[key] = self._block(value)
+                out[key] = self._block(value).hex()
         return _dumps(out)
 
     def _message(self, message: dict[str, Any]) -> Item:
         """An output message's reference: its role and content are the message a later request re-sends."""
         keys = list(message)
         if keys[: len(_MESSAGE_CORE)] != list(_MESSAGE_CORE) or len(keys) == len(_MESSAGE_CORE):
-            return self._block(message)
+            return self._block(message).hex()
         extra = {k: message[k] for k in keys[len(_MESSAGE_CORE) :]}
-        core = self._block({k: message[k] for k in _MESSAGE_CORE})
+        core = self._block({k: message[k] for k in _MESSAGE_CORE}).hex()
         return {"b": core, "x": self.policy.value(extra) if self.policy is not None else extra}
 
     def add(
@@ -132,54 +163,49 @@ class ContextRows:
         """One model call's content: its request ``payload`` and its ``outputs`` attributes (either may be absent)."""
         response = self.refs(outputs) if outputs else None
         if payload is None:
-            self.contexts.append(_CONTEXT_ROW(trace_id, span_id, "null", None, None, None, 0, response))
+            key = call_key(trace_id, span_id)
+            self.contexts.append(_CONTEXT_ROW(key, trace_id, span_id, "null", None, None, None, 0, response))
             return
         fields = {k: v for k, v in payload.items() if k not in _SPLIT_KEYS}
         envelope = {"order": list(payload), "fields": self.policy.value(fields) if self.policy else fields}
         system = self._block(payload["system"]) if "system" in payload else None
         tools = self._block(payload["tools"]) if "tools" in payload else None
-        node: str | None = None
-        if "messages" in payload:
-            node = _ROOT
-            for message in payload["messages"]:
-                block = self._block(message)
-                nxt = _node(node, block)
-                self.nodes.setdefault((trace_id, nxt), (node, block))
-                node = nxt
+        messages = "".join(self._block(m).hex() for m in payload["messages"]) if "messages" in payload else None
         size = len(_dumps(payload).encode())
-        row = _CONTEXT_ROW(trace_id, span_id, _dumps(envelope), system, tools, node, size, response)
+        key = call_key(trace_id, span_id)
+        row = _CONTEXT_ROW(key, trace_id, span_id, _dumps(envelope), system, tools, messages, size, response)
         self.contexts.append(row)
 
 
-def _bodies(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> dict[str, Any]:
-    if not hashes:
+def _bodies(con: duckdb.DuckDBPyConnection, keys: list[bytes]) -> dict[bytes, Any]:
+    if not keys:
         return {}
-    rows = con.execute(BLOCKS, [hashes]).fetchall()
-    return {h: json.loads(body) for h, body in rows}
+    rows = con.execute(BLOCKS, [list(set(keys))]).fetchall()
+    return {bytes(key): json.loads(body) for key, body in rows}
 
 
-def _ref_hashes(refs: Refs) -> list[str]:
+def _ref_keys(refs: Refs) -> list[bytes]:
     hashes: list[str] = []
     for ref in refs.values():
         if isinstance(ref, str):
             hashes.append(ref)
         elif isinstance(ref, list):
             hashes += [item if isinstance(item, str) else item["b"] for item in ref]
-    return hashes
+    return [bytes.fromhex(h) for h in hashes]
 
 
-def _item(item: Item, bodies: Mapping[str, Any]) -> Any:
-    return bodies[item] if isinstance(item, str) else {**bodies[item["b"]], **item["x"]}
+def _item(item: Item, bodies: Mapping[bytes, Any]) -> Any:
+    return bodies[bytes.fromhex(item)] if isinstance(item, str) else {**bodies[bytes.fromhex(item["b"])], **item["x"]}
 
 
-def _resolved(refs: Refs, bodies: Mapping[str, Any]) -> dict[str, Any]:
+def _resolved(refs: Refs, bodies: Mapping[bytes, Any]) -> dict[str, Any]:
     """The attributes the references stand for (a JSON list comes back as its compact JSON text)."""
     out: dict[str, Any] = {}
     for key, ref in refs.items():
         if isinstance(ref, dict):
             out[key] = ref["v"]
         elif isinstance(ref, str):
-            out[key] = bodies[ref]
+            out[key] = bodies[bytes.fromhex(ref)]
         else:
             out[key] = _dumps([_item(item, bodies) for item in ref])
     return out
@@ -187,14 +213,11 @@ def _resolved(refs: Refs, bodies: Mapping[str, Any]) -> dict[str, Any]:
 
 def trace_attributes(con: duckdb.DuckDBPyConnection, trace_id: str) -> dict[str, dict[str, Any]]:
     """Every span of a trace -> its attribute set as received (content restored; secrets redacted)."""
-    responses = dict(
-        con.execute(
-            "SELECT span_id, response FROM contexts WHERE trace_id = ? AND response IS NOT NULL", [trace_id]
-        ).fetchall()
-    )
     spans = con.execute("SELECT span_id, attributes, content_refs FROM spans WHERE trace_id = ?", [trace_id]).fetchall()
+    keys = [call_key(trace_id, sid) for sid, _, _ in spans]
+    responses = dict(con.execute(CALL_RESPONSES, [keys]).fetchall()) if keys else {}  # None: nothing answered
     parsed = {sid: [json.loads(r) for r in (refs, responses.get(sid)) if r] for sid, _, refs in spans}
-    bodies = _bodies(con, [h for refs in parsed.values() for p in refs for h in _ref_hashes(p)])
+    bodies = _bodies(con, [k for refs in parsed.values() for p in refs for k in _ref_keys(p)])
     out: dict[str, dict[str, Any]] = {}
     for sid, attributes, _ in spans:
         attrs = json.loads(attributes) if attributes else {}
@@ -212,33 +235,14 @@ class CapturedTurn:
     response: Any
 
 
-# The lookups of a rebuild, each through a single-column index (migration 10; content_blocks by
-# its key): only the trace is filtered in SQL, since DuckDB uses such an index for one equality
-# and scans the table for two; a run has few enough calls to pick from.
-TRACE_CONTEXTS = (
-    "SELECT span_id, envelope, system_block, tools_block, messages_node, response FROM contexts WHERE trace_id = ?"
-)
-TRACE_CHAIN = "SELECT node, prev, block FROM message_chain WHERE trace_id = ?"
+# The lookups of a rebuild and of a trace's answers, each through a table's key (its ART index).
+CALL_CONTEXT = "SELECT envelope, system_block, tools_block, messages, response FROM contexts WHERE call = ?"
+CALL_RESPONSES = "SELECT span_id, response FROM contexts WHERE call IN (SELECT unnest(?))"  # one filter: an index join
 BLOCKS = "SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))"
 
 
 def _context_row(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[Any, ...] | None:
-    rows = con.execute(TRACE_CONTEXTS, [trace_id]).fetchall()
-    return next((row[1:] for row in rows if row[0] == span_id), None)
-
-
-def _message_blocks(con: duckdb.DuckDBPyConnection, trace_id: str, tail: str | None) -> list[str]:
-    """The block hashes of a turn's messages, in order, from the trace's chain (read through message_chain_trace)."""
-    if not tail or tail == _ROOT:
-        return []
-    links = {node: (prev, block) for node, prev, block in con.execute(TRACE_CHAIN, [trace_id]).fetchall()}
-    blocks: list[str] = []
-    node = tail
-    while node != _ROOT:
-        node, block = links[node]
-        blocks.append(block)
-    blocks.reverse()
-    return blocks
+    return con.execute(CALL_CONTEXT, [call_key(trace_id, span_id)]).fetchone()
 
 
 def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> CapturedTurn | None:
@@ -258,10 +262,11 @@ def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> Ca
         row = _context_row(con, trace_id, span_id)
         if row is None:
             return None
-    envelope, system, tools, tail, response_refs = json.loads(row[0]), row[1], row[2], row[3], row[4]
-    message_blocks = _message_blocks(con, trace_id, tail)
+    envelope, response_refs = json.loads(row[0]), row[4]
+    system, tools = (bytes(key) if key is not None else None for key in row[1:3])
+    message_blocks = _message_keys(row[3] or "")
     refs: Refs = json.loads(response_refs) if response_refs else {}
-    bodies = _bodies(con, [h for h in (system, tools, *message_blocks, *_ref_hashes(refs)) if h])
+    bodies = _bodies(con, [k for k in (system, tools, *message_blocks, *_ref_keys(refs)) if k])
     response = captured_response(_resolved(refs, bodies), llm_span=True) if refs else None
     if envelope is None:
         return CapturedTurn(None, response)

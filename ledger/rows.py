@@ -205,10 +205,6 @@ _GUARD_EVENT_ROW = table("guard_events").compile_row(
         "tool": "_text(e.attributes.get('tool'))", "cause": "_text(e.attributes.get('cause'))", "attributes": "attributes",
     },
 )  # fmt: skip
-_BLOCK_ROW = table("content_blocks").compile_row("block_hash, body", {"hash": "block_hash", "body": "body"})
-_CHAIN_ROW = table("message_chain").compile_row(
-    "trace_id, node, prev, block", {"trace_id": "trace_id", "node": "node", "prev": "prev", "block": "block"}
-)
 
 
 @cache
@@ -408,32 +404,24 @@ class _RowBuilder:
         if payload is None and not outputs and not apart:
             return None
         ctx = self.contexts
-        blocks, nodes, contexts = len(ctx.blocks), len(ctx.nodes), len(ctx.contexts)
+        mark = ctx.mark()
         try:
             if payload is not None or outputs:
                 ctx.add(s.trace_id, s.span_id, payload, outputs)
             return ctx.refs(apart) if apart else None
         except Exception as exc:  # e.g. nested past what the JSON serializers take
-            # Entries are only ever added, so the last ones added are this payload's.
-            while len(ctx.blocks) > blocks:
-                ctx.blocks.popitem()
-            while len(ctx.nodes) > nodes:
-                ctx.nodes.popitem()
-            del ctx.contexts[contexts:]
+            ctx.undo(mark)
             self._flag_content(s, f"{type(exc).__name__}: {str(exc)[:80]}")
             return _NOT_STORED
 
     def by_table(self) -> dict[str, Rows]:
-        ctx = self.contexts
         return {
             "spans": self.spans,
             "call_copies": self.copies,
             "charges": self.charges,
             "guard_events": self.events,
             "evaluations": self.evaluations,
-            "content_blocks": [_BLOCK_ROW(h, body) for h, body in ctx.blocks.items()],
-            "message_chain": [_CHAIN_ROW(t, n, p, b) for (t, n), (p, b) in ctx.nodes.items()],
-            "contexts": ctx.contexts,
+            **self.contexts.rows(),
         }
 
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import duckdb
+import pyarrow as pa
 
 from . import lake, terms
+from .content import call_key
 from .conventions import EVENT_LOOP_TRIP
 from .runs import STEP_CAP_SHAPE, version_aggregates
 from .tables import USD, term_columns
@@ -358,6 +360,69 @@ FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_
     _alter_indexed(con, "budgets", _add_not_null("budgets", "enabled", "BOOLEAN", "true"))
 
 
+# Migration 13 (``ledger.content``): content blocks keyed by their 16-byte hash, and each call's
+# message blocks listed on its contexts row, keyed by one 16-byte column, instead of a per-trace chain
+# of nodes (one indexed row per message). The tables are rebuilt (DuckDB alters no column an index
+# depends on; DuckLake changes no type), each old chain walked from its call's tail node to the root.
+_V13_CONTENT_BLOCKS = """
+CREATE TABLE content_blocks_v13 (
+    hash   BLOB PRIMARY KEY,
+    body   VARCHAR USING COMPRESSION zstd NOT NULL
+);
+INSERT INTO content_blocks_v13 SELECT unhex(hash), body FROM content_blocks;
+DROP TABLE content_blocks;
+ALTER TABLE content_blocks_v13 RENAME TO content_blocks;
+"""
+_V13_CONTEXTS = """
+CREATE TABLE contexts_v13 (
+    call          BLOB PRIMARY KEY,  -- ledger.content.call_key(trace_id, span_id)
+    trace_id      VARCHAR NOT NULL,
+    span_id       VARCHAR NOT NULL,
+    envelope      JSON NOT NULL,
+    system_block  BLOB,
+    tools_block   BLOB,
+    messages      VARCHAR USING COMPRESSION zstd,  -- the message blocks' keys in hex, in order
+    payload_bytes BIGINT NOT NULL,
+    response      JSON
+);
+INSERT INTO contexts_v13
+WITH RECURSIVE walk (trace_id, span_id, node, depth, block) AS (
+    SELECT trace_id, span_id, messages_node, 0, NULL::VARCHAR FROM contexts WHERE messages_node IS NOT NULL
+    UNION ALL
+    SELECT w.trace_id, w.span_id, m.prev, w.depth + 1, m.block
+    FROM walk w JOIN message_chain m ON m.trace_id = w.trace_id AND m.node = w.node
+), lists AS (
+    SELECT trace_id, span_id, string_agg(block, '' ORDER BY depth DESC) FILTER (WHERE depth > 0) AS messages
+    FROM walk GROUP BY trace_id, span_id
+)
+SELECT k.call, c.trace_id, c.span_id, c.envelope, unhex(c.system_block), unhex(c.tools_block), l.messages,
+       c.payload_bytes, c.response
+FROM contexts c JOIN v13_call_keys k ON k.trace_id = c.trace_id AND k.span_id = c.span_id
+LEFT JOIN lists l ON l.trace_id = c.trace_id AND l.span_id = c.span_id
+ORDER BY c.trace_id, c.payload_bytes;  -- a run's lists side by side: each one mostly repeats the one before
+DROP TABLE contexts;
+DROP TABLE message_chain;
+ALTER TABLE contexts_v13 RENAME TO contexts;
+"""
+
+
+def _v13_content_keys(con: duckdb.DuckDBPyConnection) -> None:
+    _execute(con, _V13_CONTENT_BLOCKS)
+    ids = con.execute("SELECT trace_id, span_id FROM contexts").fetchall()
+    keys = pa.table(
+        {
+            "trace_id": pa.array([t for t, _ in ids], pa.string()),
+            "span_id": pa.array([s for _, s in ids], pa.string()),
+            "call": pa.array([call_key(t, s) for t, s in ids], pa.binary()),
+        }
+    )
+    con.register("v13_call_keys", keys)  # the keys are blake2b, which DuckDB's SQL has not
+    try:
+        _execute(con, _V13_CONTEXTS)
+    finally:
+        con.unregister("v13_call_keys")
+
+
 def _v16_versions_and_relative_rules(con: duckdb.DuckDBPyConnection) -> None:
     """Service version, deployment environment and a free variant label are run dimensions beside the
     agent and prompt versions, filled in from the spans already stored; a budget rule can be measured
@@ -383,6 +448,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (9, "span links", "ALTER TABLE spans ADD COLUMN links JSON DEFAULT '[]'"),
     (10, "content references and trace indexes", _v10_content_refs),
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
+    (13, "binary content keys; message lists on contexts", _v13_content_keys),
     (14, "feedback, evaluations and the review queue", _V14_QUALITY),
     (16, "service version, environment and variant on runs; baseline-relative rules", _v16_versions_and_relative_rules),
 ]

@@ -29,6 +29,7 @@ USD = "DECIMAL(38,12)"  # exact money: sums of millions of sub-cent charges stay
 _ARROW = {
     "VARCHAR": pa.string(),
     "JSON": pa.string(),
+    "BLOB": pa.binary(),
     "BIGINT": pa.int64(),
     "INTEGER": pa.int32(),
     "DOUBLE": pa.float64(),
@@ -122,7 +123,6 @@ def _later_terms() -> tuple[Column, ...]:
 # Columns later migrations appended (after the terms' columns of migration 5), in migration order.
 _APPENDED = {
     "spans": _columns("links JSON, content_refs JSON"),  # 9: links, redacted; 10: references to moved content
-    "contexts": _columns("response JSON"),  # 10: references to what the model answered (ledger.content)
     "charges": _columns("invalid_usage BOOLEAN"),  # 6: usage that could not be taken as reported
     "runs": _columns(  # 6, 12; 16: the version dimensions resources carry
         "invalid_usage_calls INTEGER, step_cap_halts INTEGER, service_version VARCHAR, environment VARCHAR, variant VARCHAR"
@@ -145,11 +145,12 @@ _GUARD_EVENTS = _columns("""
     trace_id VARCHAR, span_id VARCHAR, seq INTEGER, name VARCHAR, time TIMESTAMP_NS, shape VARCHAR, action VARCHAR,
     tool VARCHAR, cause VARCHAR, attributes JSON
 """)
-_CONTENT_BLOCKS = _columns("hash VARCHAR, body VARCHAR")
-_MESSAGE_CHAIN = _columns("trace_id VARCHAR, node VARCHAR, prev VARCHAR, block VARCHAR")
+# Migration 13 (``ledger.content``): blocks keyed by their 16-byte hash; a call's row, keyed by the
+# hash of its ids, lists its message blocks' keys (hex, in order) and references what the model answered.
+_CONTENT_BLOCKS = _columns("hash BLOB, body VARCHAR")
 _CONTEXTS = _columns("""
-    trace_id VARCHAR, span_id VARCHAR, envelope JSON, system_block VARCHAR, tools_block VARCHAR,
-    messages_node VARCHAR, payload_bytes BIGINT
+    call BLOB, trace_id VARCHAR, span_id VARCHAR, envelope JSON, system_block BLOB, tools_block BLOB, messages VARCHAR,
+    payload_bytes BIGINT, response JSON
 """)
 # Migration 7: one row per model-call span, the copy it is of a billed call (``ledger.billed``).
 _CALL_COPIES = _columns("""
@@ -185,8 +186,7 @@ def _declare(name: str) -> tuple[Column, ...]:
         "spans": (*_SPANS, *_APPENDED["spans"]),
         "guard_events": _GUARD_EVENTS,
         "content_blocks": _CONTENT_BLOCKS,
-        "message_chain": _MESSAGE_CHAIN,
-        "contexts": (*_CONTEXTS, *_APPENDED["contexts"]),
+        "contexts": _CONTEXTS,
         "call_copies": _CALL_COPIES,
         "evaluations": _EVALUATIONS,
     }
@@ -195,9 +195,7 @@ def _declare(name: str) -> tuple[Column, ...]:
 
 # The tables ingest writes rows to, in insertion order (spans first; a model call's
 # copies before its charge, which ``ledger.dedup`` keeps only for the charged copy).
-WRITTEN = (
-    "spans", "call_copies", "charges", "guard_events", "evaluations", "content_blocks", "message_chain", "contexts",
-)  # fmt: skip
+WRITTEN = ("spans", "call_copies", "charges", "guard_events", "evaluations", "content_blocks", "contexts")
 
 
 def table(name: str) -> Table:

@@ -53,9 +53,9 @@ class IngestReport:
         return self.received - len(self.rejected) - self.spans_written
 
 
-# Content blocks and message-chain nodes are shared between spans and batches
-# by design; rows of the other tables repeat only when a batch is redelivered.
-_SHARED_ROWS = frozenset({"content_blocks", "message_chain"})
+# Content blocks are shared between spans and batches by design; rows of the
+# other tables repeat only when a batch is redelivered.
+_SHARED_ROWS = frozenset({"content_blocks"})
 # Tables without a primary key (an index costs every insert), one row per span: a batch
 # whose spans are all new holds none stored; a replay inserts only the missing ones.
 _UNKEYED = frozenset({"call_copies"})

@@ -27,7 +27,8 @@ def _tool_content(key: str) -> str:
     """A tool span's argument or result text, wherever ingest keeps it (``ledger.content``): inline
     among the attributes (older ledgers), inline in its references, or in a content block."""
     path = f"'$.\"{key}\"'"
-    block = f"(SELECT json_extract_string(b.body, '$') FROM content_blocks b WHERE b.hash = json_extract_string(s.content_refs, {path}))"
+    block_key = f"unhex(CASE json_type(s.content_refs, {path}) WHEN 'VARCHAR' THEN s.content_refs ->> {path} END)"
+    block = f"(SELECT json_extract_string(b.body, '$') FROM content_blocks b WHERE b.hash = {block_key})"
     return (
         f"coalesce(json_extract_string(s.attributes, {path}), "
         f"json_extract_string(s.content_refs, '$.\"{key}\".v'), {block})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 
 from collector.demo.samples import SYSTEM, TOOLS, Trace
 from ledger.content import load_context
@@ -42,13 +43,16 @@ def test_no_context_when_capture_was_off(ledger, load):
 
 
 def _stored_bytes(con) -> tuple[int, int]:
+    """What the content rows hold, and the payloads' full size. A call's message list repeats the
+    one before it plus its new messages: its zstd column stores that repeat as a back-reference,
+    so the lists count here compressed in row order (zlib standing in for DuckDB's zstd)."""
     stored = con.execute(
-        """SELECT (SELECT coalesce(sum(strlen(body) + strlen(hash)), 0) FROM content_blocks)
-                + (SELECT coalesce(sum(strlen(node) + coalesce(strlen(prev), 0) + strlen(block)), 0) FROM message_chain)
+        """SELECT (SELECT coalesce(sum(octet_length(hash) + strlen(body)), 0) FROM content_blocks)
                 + (SELECT coalesce(sum(strlen(envelope) + 96), 0) FROM contexts)"""
     ).fetchone()[0]
+    lists = "".join(m for (m,) in con.execute("SELECT messages FROM contexts ORDER BY rowid").fetchall() if m)
     naive = con.execute("SELECT sum(payload_bytes) FROM contexts").fetchone()[0]
-    return int(stored), int(naive)
+    return int(stored) + len(zlib.compress(lists.encode())), int(naive)
 
 
 def test_context_storage_grows_linearly_with_turns(tmp_path):
@@ -90,7 +94,7 @@ def test_secrets_in_captured_payloads_never_reach_the_database(ledger, db_path):
     ingest(ledger, t.finish("completed"))
     ledger.execute("CHECKPOINT")
     raw = db_path.read_bytes()
-    dumped = json.dumps(ledger.execute("SELECT * FROM content_blocks").fetchall())
+    dumped = json.dumps(ledger.execute("SELECT hex(hash), body FROM content_blocks").fetchall())
     for secret in ("sk-ant-api03-SECRET", "jane.doe@example.com", "4111 1111 1111 1111", "4242424242424242"):
         assert secret not in dumped
         assert secret.encode() not in raw

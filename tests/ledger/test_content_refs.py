@@ -11,10 +11,11 @@ from ledger import queries as q
 from ledger import schema
 from ledger.content import (
     BLOCKS,
+    CALL_CONTEXT,
+    CALL_RESPONSES,
     INLINE_CHARS,
-    TRACE_CHAIN,
-    TRACE_CONTEXTS,
     ContextRows,
+    call_key,
     load_context,
     load_response,
     trace_attributes,
@@ -22,6 +23,7 @@ from ledger.content import (
 from ledger.ingest import ingest
 from ledger.spans import SpanRecord
 from ledger.store import open_ledger
+from tests.ledger.old_content_layout import OldContentRows
 from tests.ledger.test_billed_once import charges, official_span, sdk_span
 
 T0 = 1_790_000_000_000_000_000
@@ -112,7 +114,7 @@ def test_secrets_in_a_response_and_a_tool_result_never_reach_the_database(db_pat
     ingest(con, [_span(CHAT, {**CHAT_ATTRS, "gen_ai.output.messages": json.dumps(answer)}), _span(TOOL, tool)])
     con.execute("CHECKPOINT")
     shown = json.dumps([load_response(con, TRACE, CHAT), trace_attributes(con, TRACE)])
-    stored = json.dumps(con.execute("SELECT * FROM content_blocks").fetchall())
+    stored = json.dumps(con.execute("SELECT hex(hash), body FROM content_blocks").fetchall())
     stored += json.dumps(con.execute("SELECT attributes, content_refs FROM spans").fetchall())
     con.close()
     raw = db_path.read_bytes()
@@ -137,18 +139,14 @@ def test_two_copies_of_a_call_with_responses_are_charged_once_and_either_gives_t
 
 def test_a_ledger_from_before_migration_10_opens_and_rebuilds_its_old_contexts(db_path, monkeypatch) -> None:
     payload = {"model": "m", "system": "be brief", "messages": [{"role": "user", "content": "hi"}]}
-    rows = ContextRows()
+    rows = OldContentRows()
     rows.add(TRACE, CHAT, payload)
     old = [m for m in schema.MIGRATIONS if m[0] < 10]
     with monkeypatch.context() as m:
         m.setattr(schema, "MIGRATIONS", old)
         con = open_ledger(db_path)
         assert schema.schema_version(con) == 9
-        con.executemany("INSERT INTO content_blocks VALUES (?, ?)", list(rows.blocks.items()))
-        con.executemany(
-            "INSERT INTO message_chain VALUES (?, ?, ?, ?)", [(t, n, p, b) for (t, n), (p, b) in rows.nodes.items()]
-        )
-        con.executemany("INSERT INTO contexts VALUES (?, ?, ?, ?, ?, ?, ?)", [r[:-1] for r in rows.contexts])
+        rows.insert(con, with_response=False)
         con.execute(
             "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_time, end_time, status_code, "
             "attributes, ingested_at) VALUES (?, ?, '', 'execute_tool t', 'INTERNAL', make_timestamp_ns(?), "
@@ -156,7 +154,7 @@ def test_a_ledger_from_before_migration_10_opens_and_rebuilds_its_old_contexts(d
             [TRACE, TOOL, T0, T0 + MS, json.dumps({"gen_ai.tool.call.result": "old inline result"})],
         )
         con.close()
-    con = open_ledger(db_path)  # migration 10 runs now
+    con = open_ledger(db_path)  # migrations 10 and 13 run now
     assert schema.schema_version(con) == max(v for v, _, _ in schema.MIGRATIONS)
     assert load_context(con, TRACE, CHAT) == payload and load_response(con, TRACE, CHAT) is None
     assert q.run(con, q.run_trace_tree(TRACE))["tool_result"].tolist() == ["old inline result"]
@@ -167,8 +165,9 @@ def _plan(con, sql: str, params: list[Any]) -> str:  # type: ignore[no-untyped-d
     return str(con.execute("EXPLAIN ANALYZE " + sql, params).fetchall()[0][1])
 
 
-def test_a_turn_is_rebuilt_through_the_trace_indexes_not_a_table_scan() -> None:
-    """The lookups ``load_turn`` makes: each one an index scan, so its cost does not grow with the ledger."""
+def test_a_turn_is_rebuilt_through_the_keys_not_a_table_scan() -> None:
+    """The lookups ``load_turn`` and ``trace_attributes`` make: each one an index scan, so their cost
+    does not grow with the ledger."""
     con = open_ledger(":memory:")
     spans = [
         _span(
@@ -186,6 +185,7 @@ def test_a_turn_is_rebuilt_through_the_trace_indexes_not_a_table_scan() -> None:
     )
     trace = f"{7:032x}"
     hashes = [h for (h,) in con.execute("SELECT hash FROM content_blocks LIMIT 3").fetchall()]
-    for sql, params in ((TRACE_CONTEXTS, [trace]), (TRACE_CHAIN, [trace]), (BLOCKS, [hashes])):
+    call = call_key(trace, spans[6].span_id)
+    for sql, params in ((CALL_CONTEXT, [call]), (CALL_RESPONSES, [[call]]), (BLOCKS, [hashes])):
         plan = _plan(con, sql, params)
         assert "Index Scan" in plan and "Sequential Scan" not in plan, plan
