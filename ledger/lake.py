@@ -35,6 +35,7 @@ __all__ = [
     "insert_new",
     "is_lake",
     "is_lake_target",
+    "literal",
     "primary_keys",
     "shown",
     "upsert",
@@ -96,7 +97,7 @@ def connect(target: str, *, data_path: str | None, read_only: bool) -> duckdb.Du
     try:
         if data_path is not None and not read_only:  # creates the lake, or checks it opens with this path
             with duckdb.connect(config=config) as boot:
-                boot.execute(f"ATTACH {_literal(target)} AS lake (DATA_PATH {_literal(_as_directory(data_path))})")
+                boot.execute(f"ATTACH {literal(target)} AS lake (DATA_PATH {literal(_as_directory(data_path))})")
         return duckdb.connect(target, read_only=read_only, config=config)
     except duckdb.Error as exc:
         raise TurnledgerError(f"cannot open lake {shown(target)!r}: {shown(str(exc))}") from None
@@ -106,7 +107,7 @@ def _as_directory(path: str) -> str:
     return path if path.endswith("/") else path + "/"
 
 
-def _literal(text: str) -> str:
+def literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 

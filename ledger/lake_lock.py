@@ -24,6 +24,7 @@ On a DuckDB file everything here is a no-op: the file has one writing process.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -74,7 +75,10 @@ class _Session:
 
         pg = self._pg
         if pg is None or pg.closed or pg.broken:  # type: ignore[attr-defined]
-            pg = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+            # Named by process, so an operator (and the tests) can see in pg_locks who holds what.
+            pg = psycopg.connect(
+                self.dsn, autocommit=True, connect_timeout=10, application_name=f"turnledger-{os.getpid()}"
+            )
             pg.execute(f"SET lock_timeout = '{LOCK_TIMEOUT_S}s'")
             self._pg = pg
         return pg

@@ -40,3 +40,9 @@ def catalog_dsn(postgres: PostgresServer) -> str:
 def lake_target(catalog_dsn: str, tmp_path: Path) -> tuple[str, Path]:
     """A DuckLake target (catalog in the test's database) and its local data directory."""
     return f"ducklake:postgres:{catalog_dsn}", tmp_path / "lake-data"
+
+
+@pytest.fixture(autouse=True)
+def _data_path_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main(["…", "--data-path", D])` exports $TURNLEDGER_DATA_PATH: taken back after each test."""
+    monkeypatch.delenv("TURNLEDGER_DATA_PATH", raising=False)

@@ -33,9 +33,7 @@ def test_a_tenant_day_budget_crossed_at_two_collectors_alerts_warn_once_and_exce
         assert all(s == 200 for got in statuses.values() for s in got), statuses
         scope = CallScope(tenant="acme", model="claude-haiku-4-5")
         decisions = [BudgetGate(HttpSource(c.url, fail_open=False)).check(scope) for c in (a, b)]
-    assert [(d.allowed, d.rule.id if d.rule else None, d.spent) for d in decisions] == [
-        (False, rule.id, 60 * EACH)
-    ] * 2
+    assert [(d.allowed, d.rule.id if d.rule else None, d.spent) for d in decisions] == [(False, rule.id, 60 * EACH)] * 2
     con = open_ledger(target, read_only=True)
     try:
         levels = con.execute("SELECT level FROM alerts WHERE budget_id = ? ORDER BY level", [rule.id]).fetchall()
