@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from .errors import TurnledgerError
+
+if TYPE_CHECKING:  # imported where used: is_lake_target and resolved serve light modules (the CLI, the launcher)
+    import duckdb
 
 __all__ = [
     "PREFIX",
@@ -37,6 +39,7 @@ __all__ = [
     "is_lake_target",
     "literal",
     "primary_keys",
+    "resolved",
     "shown",
     "upsert",
 ]
@@ -50,9 +53,16 @@ def is_lake_target(target: str) -> bool:
     return target.startswith(PREFIX)
 
 
+def resolved(db: str | Path) -> str:
+    """``--db`` as a process started elsewhere must be given it: a file's absolute path, a lake target as is."""
+    return str(db) if is_lake_target(str(db)) else str(Path(db).resolve())
+
+
 @cache
 def _extension_directory() -> Path:
     """A DuckDB extension directory whose files link to the installed wheels' extensions."""
+    import duckdb
+
     version = duckdb.__version__
     platform = duckdb.connect().execute("PRAGMA platform").fetchone()[0]  # type: ignore[index]
     cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -93,6 +103,8 @@ def connect(target: str, *, data_path: str | None, read_only: bool) -> duckdb.Du
     ``data_path`` (a directory or ``s3://bucket/prefix``) is where a new lake writes its
     Parquet files; the catalog keeps it, so later opens need not give it again.
     """
+    import duckdb
+
     config = _config()
     try:
         if data_path is not None and not read_only:  # creates the lake, or checks it opens with this path
@@ -162,6 +174,8 @@ def primary_keys() -> dict[str, tuple[str, ...]]:
     ``call_copies`` has none in the file (``ledger.write`` keeps it one row per span); on the
     lake it is keyed like the spans.
     """
+    import duckdb
+
     from .schema import migrate  # here: ledger.schema runs the lake's migrations through ddl()
 
     with duckdb.connect() as scratch:
