@@ -47,6 +47,8 @@ __all__ = [
 PREFIX = "ducklake:"
 # Each extension wheel: its package and the name DuckDB loads it by.
 _EXTENSIONS = {"duckdb_extension_ducklake": "ducklake", "duckdb_extension_postgres": "postgres_scanner"}
+# Needed only for a data path on S3 (s3://…): linked when its wheel is installed.
+_OPTIONAL_EXTENSIONS = {"duckdb_extension_httpfs": "httpfs"}
 
 
 def is_lake_target(target: str) -> bool:
@@ -69,10 +71,12 @@ def _extension_directory() -> Path:
     root = cache_home / "turnledger" / "duckdb-extensions"
     folder = root / f"v{version}" / platform
     folder.mkdir(parents=True, exist_ok=True)
-    for package, name in _EXTENSIONS.items():
+    for package, name in {**_EXTENSIONS, **_OPTIONAL_EXTENSIONS}.items():
         try:
             built = resources.files(package) / "extensions" / f"v{version}"
         except ModuleNotFoundError:
+            if package in _OPTIONAL_EXTENSIONS:
+                continue
             raise TurnledgerError(
                 f"a DuckLake ledger needs the {package.replace('_', '-')}=={version} package (pip install it)"
             ) from None
@@ -109,10 +113,39 @@ def connect(target: str, *, data_path: str | None, read_only: bool) -> duckdb.Du
     try:
         if data_path is not None and not read_only:  # creates the lake, or checks it opens with this path
             with duckdb.connect(config=config) as boot:
+                _add_s3_secret(boot)
                 boot.execute(f"ATTACH {literal(target)} AS lake (DATA_PATH {literal(_as_directory(data_path))})")
-        return duckdb.connect(target, read_only=read_only, config=config)
+        con = duckdb.connect(target, read_only=read_only, config=config)
+        _add_s3_secret(con)  # before any Parquet file is read: attaching reads only the catalog
+        return con
     except duckdb.Error as exc:
         raise TurnledgerError(f"cannot open lake {shown(target)!r}: {shown(str(exc))}") from None
+
+
+def _add_s3_secret(con: duckdb.DuckDBPyConnection) -> None:
+    """S3 credentials from the standard AWS variables, for a data path on S3 or an S3-compatible store.
+
+    ``AWS_ENDPOINT_URL`` (e.g. ``http://minio:9000``) names a store other than AWS, addressed by path.
+    The secret lives in the connection's memory only (every cursor of it sees it), never on disk.
+    """
+    key = os.environ.get("AWS_ACCESS_KEY_ID")
+    if not key:
+        return
+    fields = {
+        "KEY_ID": key,
+        "SECRET": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        "REGION": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+    }
+    if token := os.environ.get("AWS_SESSION_TOKEN"):
+        fields["SESSION_TOKEN"] = token
+    options = ""
+    if endpoint := os.environ.get("AWS_ENDPOINT_URL"):
+        scheme, _, host = endpoint.rstrip("/").rpartition("://")
+        fields["ENDPOINT"] = host or endpoint
+        fields["URL_STYLE"] = "path"
+        options = f", USE_SSL {'false' if scheme == 'http' else 'true'}"
+    listed = ", ".join(f"{name} {literal(value)}" for name, value in fields.items())
+    con.execute(f"CREATE OR REPLACE SECRET turnledger_s3 (TYPE s3, {listed}{options})")
 
 
 def _as_directory(path: str) -> str:

@@ -88,7 +88,7 @@ class Collector:
         self.proc.communicate(timeout=60)
 
 
-def start_collector(target: str, data: Path, *args: str) -> Collector:
+def start_collector(target: str, data: Path | str, *args: str) -> Collector:
     port = free_port()
     proc = start_cli(
         "serve", "--db", target, "--port", str(port), "--no-grpc", "--decode-workers", "1", *args,
@@ -105,7 +105,7 @@ def start_collector(target: str, data: Path, *args: str) -> Collector:
 
 
 @contextlib.contextmanager
-def collectors(target: str, data: Path, n: int = 2) -> Iterator[list[Collector]]:
+def collectors(target: str, data: Path | str, n: int = 2) -> Iterator[list[Collector]]:
     started: list[Collector] = []
     try:
         for _ in range(n):
