@@ -6,13 +6,13 @@ import contextlib
 import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import count
 from pathlib import Path
 
 import pytest
 
 from .postgres import PostgresServer, find_bin_dir, start_server
+from .s3 import S3Server, start_s3
 
 _databases = count(1)
 
@@ -49,48 +49,21 @@ def _data_path_restored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TURNLEDGER_DATA_PATH", raising=False)
 
 
-@dataclass(frozen=True)
-class S3Endpoint:
-    url: str
-    bucket: str
-
-
 @pytest.fixture(scope="session")
-def s3_server() -> Iterator[str]:
-    """moto's S3-compatible server on a free local port (the lake's object store), for the session."""
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3-compatible server (the lake's object store), for the session."""
+    server = start_s3()
     try:
-        yield f"http://{host}:{port}"
+        yield server
     finally:
         server.stop()
 
 
 @pytest.fixture
-def s3_bucket(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> S3Endpoint:
-    """A new bucket, with the AWS variables that `ledger.lake` (and every process a test starts) reads."""
-    import boto3
-
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "turnledger-test",
-        "AWS_SECRET_ACCESS_KEY": "turnledger-test-secret",
-        "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": s3_server,
-    }.items():
+def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new bucket's name, with the AWS variables that `ledger.lake` (and every process a test starts) reads."""
+    for name, value in s3_server.environment().items():
         monkeypatch.setenv(name, value)
     bucket = f"lake-{next(_databases)}"
-    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=bucket)
-    return S3Endpoint(s3_server, bucket)
-
-
-def s3_objects(endpoint: S3Endpoint) -> list[str]:
-    import boto3
-
-    listed = boto3.client("s3", endpoint_url=endpoint.url).list_objects_v2(Bucket=endpoint.bucket)
-    return [o["Key"] for o in listed.get("Contents", [])]
+    s3_server.create_bucket(bucket)
+    return bucket
