@@ -28,12 +28,15 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
 
 from . import lake
 from .errors import Unavailable
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["LOCK_TIMEOUT_S", "catalog_dsn", "exclusive", "leader", "retrying_conflicts"]
 
@@ -68,13 +71,13 @@ class _Session:
         self.dsn = dsn
         self.mutex = threading.RLock()
         self.depth = 0
-        self._pg: object | None = None
+        self._pg: psycopg.Connection | None = None
 
-    def _connection(self):  # type: ignore[no-untyped-def]
+    def _connection(self) -> psycopg.Connection:
         import psycopg  # here: only team mode needs it
 
         pg = self._pg
-        if pg is None or pg.closed or pg.broken:  # type: ignore[attr-defined]
+        if pg is None or pg.closed or pg.broken:
             # Named by process, so an operator (and the tests) can see in pg_locks who holds what.
             pg = psycopg.connect(
                 self.dsn, autocommit=True, connect_timeout=10, application_name=f"turnledger-{os.getpid()}"
@@ -112,13 +115,13 @@ class _Session:
 
     def alive(self) -> bool:
         pg = self._pg
-        return pg is not None and not pg.closed and not pg.broken  # type: ignore[attr-defined]
+        return pg is not None and not pg.closed and not pg.broken
 
     def drop(self) -> None:
         pg, self._pg = self._pg, None
         if pg is not None:
             with contextlib.suppress(Exception):
-                pg.close()  # type: ignore[attr-defined]
+                pg.close()
 
 
 _SESSIONS: dict[tuple[str, str], _Session] = {}
