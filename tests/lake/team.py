@@ -9,6 +9,7 @@ OTLP/HTTP exporter uses), with the simulated runs ending at a fixed time so ever
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import pytest
+
+from collector.cli import main
 from collector.otlp import decode_json, decode_protobuf
 from tests.conftest import SAMPLES
 from tests.server.conftest import free_port, post_otlp, start_cli, wait_healthy
@@ -121,3 +125,10 @@ def post_in_parallel(plan: dict[Collector, list[Body]]) -> dict[Collector, list[
     with ThreadPoolExecutor(len(plan)) as pool:
         futures = {c: pool.submit(lambda c=c: [c.post(b) for b in plan[c]]) for c in plan}
         return {c: f.result(timeout=1200) for c, f in futures.items()}
+
+
+def report_json(db: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    """`turnledger report --json` on a ledger, parsed."""
+    capsys.readouterr()
+    assert main(["report", "--json", "--db", db]) == 0
+    return json.loads(capsys.readouterr().out)

@@ -3,39 +3,21 @@ and expires without changing a figure, and exactly one collector of a lake maint
 
 from __future__ import annotations
 
-import json
+import shutil
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from collector.cli import main
-from collector.cli.ingest import expand_paths
-from collector.otlp import read_file
+from collector.otlp import decode_protobuf, read_file
 from ledger import lake_lock
 from ledger.ingest import ingest
 from ledger.store import open_ledger
 from tests.conftest import SAMPLES
+from tests.dashboard.conftest import make_run_ledger
 from tests.server.conftest import wait_until
 
-from .team import start_collector
-
-
-def _report(db: str, capsys: pytest.CaptureFixture[str]) -> dict:
-    capsys.readouterr()
-    assert main(["report", "--json", "--db", db]) == 0
-    return json.loads(capsys.readouterr().out)
-
-
-def _sample_ledger(path: Path) -> Path:
-    """What `make run` loads: every OTLP file under sample_traces/."""
-    con = open_ledger(path)
-    try:
-        for file in expand_paths([SAMPLES]):
-            ingest(con, read_file(file))
-    finally:
-        con.close()
-    return path
+from .team import report_json, simulate_bodies, start_collector
 
 
 def _counts(db: str) -> dict[str, int]:
@@ -49,11 +31,11 @@ def _counts(db: str) -> dict[str, int]:
 
 def test_migrate_copies_the_sample_ledger_into_a_lake_with_identical_reports(lake_target, tmp_path, capsys):
     target, data = lake_target
-    source = str(_sample_ledger(tmp_path / "sample.duckdb"))
+    source = str(make_run_ledger(tmp_path / "sample.duckdb"))
     assert main(["migrate", "--from", source, "--to", target, "--data-path", str(data)]) == 0
     assert "copied" in capsys.readouterr().out
     assert _counts(target) == _counts(source)
-    assert _report(target, capsys) == _report(source, capsys)
+    assert report_json(target, capsys) == report_json(source, capsys)
     assert main(["migrate", "--from", source, "--to", target]) == 2  # never merged into a lake holding rows
     assert "already holds rows" in capsys.readouterr().err
     assert _counts(target) == _counts(source)
@@ -71,12 +53,12 @@ def test_maintain_merges_small_files_and_expires_snapshots_without_changing_a_fi
             ingest(con, read_file(file))
     finally:
         con.close()
-    before, files = _report(target, capsys), _parquet_files(data)
+    before, files = report_json(target, capsys), _parquet_files(data)
     assert main(["maintain", "--db", target, "--keep-days", "0", "--grace-hours", "0"]) == 0
     out = capsys.readouterr().out
     assert "merged the files of" in out and "expired" in out
     assert _parquet_files(data) < files
-    assert _report(target, capsys) == before
+    assert report_json(target, capsys) == before
 
 
 def _maintainers(dsn: str) -> list[str]:
@@ -112,11 +94,6 @@ def test_a_lake_backed_up_as_catalog_dump_then_data_copy_restores_to_the_state_d
     postgres, lake_target, tmp_path, capsys
 ):
     """docs/deployment.md's backup: pg_dump the catalog, then copy the data path; restore both."""
-    import shutil
-
-    from collector.otlp import decode_protobuf
-
-    from .team import simulate_bodies
 
     target, data = lake_target
     dbname = target.split("dbname=")[1].split()[0]
@@ -126,7 +103,7 @@ def test_a_lake_backed_up_as_catalog_dump_then_data_copy_restores_to_the_state_d
             ingest(con, read_file(file))
     finally:
         con.close()
-    at_backup = _report(target, capsys)
+    at_backup = report_json(target, capsys)
     dump = postgres.root / f"{dbname}.dump"
     postgres.dump(dbname, dump)
     shutil.copytree(data, tmp_path / "backup")
@@ -135,9 +112,9 @@ def test_a_lake_backed_up_as_catalog_dump_then_data_copy_restores_to_the_state_d
         ingest(con, decode_protobuf(simulate_bodies()[0].data))
     finally:
         con.close()
-    assert _report(target, capsys) != at_backup
+    assert report_json(target, capsys) != at_backup
     shutil.rmtree(data)  # the disaster: data and catalog lost
     restored = postgres.create_database(f"{dbname}_restored")
     postgres.restore(f"{dbname}_restored", dump)
     shutil.copytree(tmp_path / "backup", data)
-    assert _report(f"ducklake:postgres:{restored}", capsys) == at_backup
+    assert report_json(f"ducklake:postgres:{restored}", capsys) == at_backup

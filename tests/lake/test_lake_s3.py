@@ -3,20 +3,10 @@ the CLI and two collectors ingest there, and the figures equal a file's."""
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
 from collector.cli import main
 from tests.lake.test_lake_ledger import _samples
 
-from .team import collectors, post_in_parallel, sample_bodies
-
-
-def _report(db: str, capsys: pytest.CaptureFixture[str]) -> dict:
-    capsys.readouterr()
-    assert main(["report", "--json", "--db", db]) == 0
-    return json.loads(capsys.readouterr().out)
+from .team import collectors, post_in_parallel, report_json, sample_bodies
 
 
 def test_a_lake_on_s3_holds_its_parquet_in_the_bucket_and_reports_what_a_file_reports(
@@ -27,10 +17,10 @@ def test_a_lake_on_s3_holds_its_parquet_in_the_bucket_and_reports_what_a_file_re
     assert main(["ingest", *_samples(), "--db", target, "--data-path", data]) == 0
     file_db = str(tmp_path / "file.duckdb")
     assert main(["ingest", *_samples(), "--db", file_db]) == 0
-    assert _report(target, capsys) == _report(file_db, capsys)
+    assert report_json(target, capsys) == report_json(file_db, capsys)
     assert any(key.startswith("ledger/") and key.endswith(".parquet") for key in s3_server.objects(s3_bucket))
     assert main(["maintain", "--db", target, "--keep-days", "0", "--grace-hours", "0"]) == 0
-    assert _report(target, capsys) == _report(file_db, capsys)
+    assert report_json(target, capsys) == report_json(file_db, capsys)
 
 
 def test_two_collectors_on_an_s3_lake_store_each_sample_once(lake_target, s3_bucket, tmp_path, capsys):
@@ -41,4 +31,4 @@ def test_two_collectors_on_an_s3_lake_store_each_sample_once(lake_target, s3_buc
     assert all(s == 200 for got in statuses.values() for s in got), statuses
     file_db = str(tmp_path / "file.duckdb")
     assert main(["ingest", *_samples(), "--db", file_db]) == 0
-    assert _report(target, capsys) == _report(file_db, capsys)
+    assert report_json(target, capsys) == report_json(file_db, capsys)

@@ -8,29 +8,19 @@ acknowledged, and the other keeps ingesting.
 
 from __future__ import annotations
 
-import json
 import threading
 
-import pytest
-
-from collector.cli import main
 from collector.receiver import CollectorServer, ServerConfig
 from ledger.store import open_ledger
 from tests.server.conftest import post_otlp
 
-from .team import Body, collectors, post_in_parallel, sample_bodies, simulate_bodies, start_collector
+from .team import Body, collectors, post_in_parallel, report_json, sample_bodies, simulate_bodies, start_collector
 
 _COUNTS = (
     "SELECT (SELECT count(*) FROM spans), (SELECT count(DISTINCT (trace_id, span_id)) FROM spans), "
     "(SELECT count(*) FROM charges), (SELECT count(DISTINCT (trace_id, span_id)) FROM charges), "
     "(SELECT count(*) FROM runs), (SELECT count(DISTINCT trace_id) FROM runs)"
 )
-
-
-def _report(db: str, capsys: pytest.CaptureFixture[str]) -> dict:
-    capsys.readouterr()
-    assert main(["report", "--json", "--db", db]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def _counts(db: str) -> tuple[int, ...]:
@@ -64,7 +54,7 @@ def test_two_collectors_on_one_lake_report_what_one_file_reports_each_span_charg
     assert all(s == 200 for got in statuses.values() for s in got), statuses
     file_db = str(tmp_path / "one.duckdb")
     _into_one_file(bodies, file_db)
-    on_lake, on_file = _report(target, capsys), _report(file_db, capsys)
+    on_lake, on_file = report_json(target, capsys), report_json(file_db, capsys)
     assert on_lake["runs"] > 200 and on_lake["total_usd"] > 0
     assert on_lake == on_file
     counts = _counts(target)
