@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ledger import lake
 from ledger.exposure import DashboardExposed, dashboard_login, oidc_configured
 from ledger.settings import dashboard_password
 
@@ -37,7 +38,7 @@ def streamlit_command(
         f"--browser.gatherUsageStats={'true' if usage_stats else 'false'}", "--client.toolbarMode=viewer",
     ]  # fmt: skip
     if db is not None:
-        cmd += ["--", "--db", str(Path(db).resolve())]
+        cmd += ["--", "--db", lake.resolved(db)]
     return cmd
 
 

@@ -23,10 +23,12 @@ from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from .errors import TurnledgerError
+
+if TYPE_CHECKING:  # imported where used: is_lake_target and resolved serve light modules (the CLI, the launcher)
+    import duckdb
 
 __all__ = [
     "PREFIX",
@@ -35,7 +37,9 @@ __all__ = [
     "insert_new",
     "is_lake",
     "is_lake_target",
+    "literal",
     "primary_keys",
+    "resolved",
     "shown",
     "upsert",
 ]
@@ -43,25 +47,36 @@ __all__ = [
 PREFIX = "ducklake:"
 # Each extension wheel: its package and the name DuckDB loads it by.
 _EXTENSIONS = {"duckdb_extension_ducklake": "ducklake", "duckdb_extension_postgres": "postgres_scanner"}
+# Needed only for a data path on S3 (s3://…): linked when its wheel is installed.
+_OPTIONAL_EXTENSIONS = {"duckdb_extension_httpfs": "httpfs"}
 
 
 def is_lake_target(target: str) -> bool:
     return target.startswith(PREFIX)
 
 
+def resolved(db: str | Path) -> str:
+    """``--db`` as a process started elsewhere must be given it: a file's absolute path, a lake target as is."""
+    return str(db) if is_lake_target(str(db)) else str(Path(db).resolve())
+
+
 @cache
 def _extension_directory() -> Path:
     """A DuckDB extension directory whose files link to the installed wheels' extensions."""
+    import duckdb
+
     version = duckdb.__version__
     platform = duckdb.connect().execute("PRAGMA platform").fetchone()[0]  # type: ignore[index]
     cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     root = cache_home / "turnledger" / "duckdb-extensions"
     folder = root / f"v{version}" / platform
     folder.mkdir(parents=True, exist_ok=True)
-    for package, name in _EXTENSIONS.items():
+    for package, name in {**_EXTENSIONS, **_OPTIONAL_EXTENSIONS}.items():
         try:
             built = resources.files(package) / "extensions" / f"v{version}"
         except ModuleNotFoundError:
+            if package in _OPTIONAL_EXTENSIONS:
+                continue
             raise TurnledgerError(
                 f"a DuckLake ledger needs the {package.replace('_', '-')}=={version} package (pip install it)"
             ) from None
@@ -92,21 +107,52 @@ def connect(target: str, *, data_path: str | None, read_only: bool) -> duckdb.Du
     ``data_path`` (a directory or ``s3://bucket/prefix``) is where a new lake writes its
     Parquet files; the catalog keeps it, so later opens need not give it again.
     """
+    import duckdb
+
     config = _config()
     try:
         if data_path is not None and not read_only:  # creates the lake, or checks it opens with this path
             with duckdb.connect(config=config) as boot:
-                boot.execute(f"ATTACH {_literal(target)} AS lake (DATA_PATH {_literal(_as_directory(data_path))})")
-        return duckdb.connect(target, read_only=read_only, config=config)
+                _add_s3_secret(boot)
+                boot.execute(f"ATTACH {literal(target)} AS lake (DATA_PATH {literal(_as_directory(data_path))})")
+        con = duckdb.connect(target, read_only=read_only, config=config)
+        _add_s3_secret(con)  # before any Parquet file is read: attaching reads only the catalog
+        return con
     except duckdb.Error as exc:
         raise TurnledgerError(f"cannot open lake {shown(target)!r}: {shown(str(exc))}") from None
+
+
+def _add_s3_secret(con: duckdb.DuckDBPyConnection) -> None:
+    """S3 credentials from the standard AWS variables, for a data path on S3 or an S3-compatible store.
+
+    ``AWS_ENDPOINT_URL`` (e.g. ``http://minio:9000``) names a store other than AWS, addressed by path.
+    The secret lives in the connection's memory only (every cursor of it sees it), never on disk.
+    """
+    key = os.environ.get("AWS_ACCESS_KEY_ID")
+    if not key:
+        return
+    fields = {
+        "KEY_ID": key,
+        "SECRET": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+        "REGION": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+    }
+    if token := os.environ.get("AWS_SESSION_TOKEN"):
+        fields["SESSION_TOKEN"] = token
+    options = ""
+    if endpoint := os.environ.get("AWS_ENDPOINT_URL"):
+        scheme, _, host = endpoint.rstrip("/").rpartition("://")
+        fields["ENDPOINT"] = host or endpoint
+        fields["URL_STYLE"] = "path"
+        options = f", USE_SSL {'false' if scheme == 'http' else 'true'}"
+    listed = ", ".join(f"{name} {literal(value)}" for name, value in fields.items())
+    con.execute(f"CREATE OR REPLACE SECRET turnledger_s3 (TYPE s3, {listed}{options})")
 
 
 def _as_directory(path: str) -> str:
     return path if path.endswith("/") else path + "/"
 
 
-def _literal(text: str) -> str:
+def literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -161,6 +207,8 @@ def primary_keys() -> dict[str, tuple[str, ...]]:
     ``call_copies`` has none in the file (``ledger.write`` keeps it one row per span); on the
     lake it is keyed like the spans.
     """
+    import duckdb
+
     from .schema import migrate  # here: ledger.schema runs the lake's migrations through ddl()
 
     with duckdb.connect() as scratch:

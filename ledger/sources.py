@@ -209,7 +209,9 @@ class FileSource(_CursorSource):
             self._shared = _SHARED.setdefault(key, _SharedConnection(self.path, idle_close_s))
 
     def describe(self) -> str:
-        return f"file {self.path} (read-only)"
+        from .lake import shown  # a lake target is shown without its password
+
+        return f"file {shown(str(self.path))} (read-only)"
 
     def cursor(self) -> Any:
         return self._shared.cursor()

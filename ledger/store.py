@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import lake
+from . import lake, lake_lock
 from .errors import LedgerBusy, TurnledgerError
 from .schema import MIGRATIONS, migrate, pending_migrations, schema_version
 from .settings import data_path as default_data_path
@@ -44,8 +44,9 @@ def open_ledger(
     target = str(path if path is not None else db_path())
     if lake.is_lake_target(target):
         con = lake.connect(target, data_path=data_path or default_data_path(), read_only=read_only)
-        if not read_only:
-            migrate(con)
+        if not read_only:  # collectors starting together: one migrates, the others find it done
+            with lake_lock.exclusive(con):
+                migrate(con)
         return con
     if read_only and target != ":memory:" and not Path(target).exists():
         raise TurnledgerError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import budget, cases, compare, dashboard, feedback, ingest, report, review, serve, simulate
+from . import budget, cases, compare, dashboard, feedback, ingest, lake, report, review, serve, simulate
 
 __all__ = ["COMMANDS", "help_of"]
 
@@ -34,6 +34,8 @@ COMMANDS: dict[str, Command] = {
     "feedback": (feedback.add_feedback, feedback.cmd_feedback),
     "review": (review.add_review, review.cmd_review),
     "cases": (cases.add_cases, cases.cmd_cases),
+    "migrate": (lake.add_migrate, lake.cmd_migrate),
+    "maintain": (lake.add_maintain, lake.cmd_maintain),
 }
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ledger import lake
 from ledger.errors import TurnledgerError
 from ledger.exposure import dashboard_login, oidc_configured
 from ledger.settings import dashboard_password, db_path, server_url
@@ -50,7 +51,7 @@ def start_dashboard(
         env["TURNLEDGER_SERVER"] = server
     cmd = [sys.executable, "-m", "dashboard", "--port", str(port), "--address", address]
     if db is not None and not server:
-        cmd += ["--db", str(Path(db).resolve())]
+        cmd += ["--db", lake.resolved(db)]
     cmd.append("--headless" if headless else "--no-headless")
     if usage_stats:
         cmd.append("--usage-stats")
@@ -104,7 +105,7 @@ def add_browser_flags(p: argparse.ArgumentParser) -> None:
 def cmd_dashboard(a: argparse.Namespace) -> int:
     server = a.server or server_url()
     db = a.db or db_path()
-    if not server and not Path(db).exists():
+    if not server and not lake.is_lake_target(str(db)) and not Path(db).exists():
         raise TurnledgerError(
             f"no ledger at {str(db)!r}: run `turnledger ingest sample_traces/ --db {db}` or start "
             "`turnledger serve` and send spans first"
@@ -112,7 +113,9 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
     proc = start_dashboard(
         server=server, db=Path(db), port=a.port, address=a.address, headless=a.headless, usage_stats=a.usage_stats
     )
-    print(f"turnledger dashboard on http://{a.address}:{a.port}  (reading {server or db}; Ctrl-C stops it)")
+    print(
+        f"turnledger dashboard on http://{a.address}:{a.port}  (reading {server or lake.shown(str(db))}; Ctrl-C stops it)"
+    )
 
     def _stop(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # a TERM stops the app as Ctrl-C does, never leaving it orphaned

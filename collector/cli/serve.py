@@ -89,6 +89,14 @@ def add_serve(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
     add_data_path(p)
+    p.add_argument(
+        "--maintain-every",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="on a DuckLake: seconds between runs of `turnledger maintain`, done by one collector of the lake "
+        "(default 3600; 0: never)",
+    )
     _allow_private_webhooks(p)
     p.add_argument(
         "--redact",
@@ -269,8 +277,12 @@ def wait_for_stop(poll: Callable[[], bool] | None = None, interval: float = 0.5)
 
 def cmd_serve(a: argparse.Namespace) -> int:
     config = _config(a)
+    from ledger import lake
+    from ledger.maintain import start_maintenance
+
     server = _start(config, a.sweep_interval, webhook_policy(a, local_default=False)).start()
-    print(f"turnledger collector listening on {server.url} (ledger {server.db_path})", flush=True)
+    maintenance = start_maintenance(server.con, a.maintain_every)
+    print(f"turnledger collector listening on {server.url} (ledger {lake.shown(str(server.db_path))})", flush=True)
     print(f"  point an agent at it: OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
     if server.grpc_url:
         print(
@@ -283,6 +295,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
         wait_for_stop()
     finally:
         print("stopping: committing accepted spans and closing the ledger...", file=sys.stderr, flush=True)
+        if maintenance is not None:
+            maintenance.stop()
         server.stop()
     return 0
 
@@ -320,8 +334,12 @@ def cmd_up(a: argparse.Namespace) -> int:
     if not a.no_dashboard:
         dashboard_login(a.dashboard_address, password=dashboard_password(), oidc=oidc_configured())
         _require_free(a.dashboard_address, a.dashboard_port, "dashboard", "--dashboard-port (or --no-dashboard)")
+    from ledger import lake
+    from ledger.maintain import start_maintenance
+
     server = _start(config, a.sweep_interval, webhook_policy(a, local_default=True))
     dashboard: subprocess.Popen[bytes] | None = None
+    maintenance = None
     failed = False
     try:
         if not a.no_samples:
@@ -330,6 +348,7 @@ def cmd_up(a: argparse.Namespace) -> int:
             if n:
                 print(f"empty ledger: loaded {n} sample spans from {folder}", flush=True)
         server.start()
+        maintenance = start_maintenance(server.con, a.maintain_every)
         dashboard_url = None
         if not a.no_dashboard:
             dashboard = start_dashboard(
@@ -340,7 +359,7 @@ def cmd_up(a: argparse.Namespace) -> int:
         print("turnledger is up", flush=True)
         if dashboard_url:
             print(f"  dashboard  {dashboard_url}", flush=True)
-        print(f"  collector  {server.url}  (ledger {server.db_path})", flush=True)
+        print(f"  collector  {server.url}  (ledger {lake.shown(str(server.db_path))})", flush=True)
         print(f"  point an agent at it:  export OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
         if server.grpc_url:
             print(f"  or over OTLP/gRPC:     {server.grpc_url}  (OTEL_EXPORTER_OTLP_PROTOCOL=grpc)", flush=True)
@@ -364,5 +383,7 @@ def cmd_up(a: argparse.Namespace) -> int:
         print("stopping...", file=sys.stderr, flush=True)
         if dashboard is not None:
             stop_process(dashboard)
+        if maintenance is not None:
+            maintenance.stop()
         server.stop()
     return 1 if failed else 0

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
+from ledger import lake, lake_lock
 from ledger.dedup import CopyIndex
 from ledger.errors import InputError, Unavailable
 from ledger.ingest import IngestReport, PreparedBatch, prepare, refresh_pending_runs, write
@@ -290,8 +291,9 @@ class LedgerWriter:
         self._closed = False
         self._hooks = _HookRunner(con, self.on_ingested)
         self._catch_up_runs()  # before the thread starts: nothing else uses the connection yet
-        # The one writer of the file, so it may answer "is this call stored?" from memory.
-        self._copies = CopyIndex.load(con)
+        # The one writer of the file, so it may answer "is this call stored?" from memory. Not on a
+        # lake: other collectors store copies too, so every commit asks the lake (under its write lock).
+        self._copies = None if lake.is_lake(con) else CopyIndex.load(con)
         self._thread = threading.Thread(target=self._run, name="turnledger-writer", daemon=True)
         self._thread.start()
 
@@ -462,7 +464,7 @@ class LedgerWriter:
     def _catch_up_runs(self) -> None:
         """Rebuild runs left pending by a crash between a deferred commit and its rebuild."""
         try:
-            traces = refresh_pending_runs(self.con)
+            traces = lake_lock.retrying_conflicts(self.con, lambda: refresh_pending_runs(self.con))
         except Exception:
             log.exception("rebuilding pending runs failed; the next commit retries")
             return

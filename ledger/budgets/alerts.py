@@ -29,6 +29,7 @@ from typing import Any
 
 import duckdb
 
+from .. import lake, lake_lock
 from .evaluate import Evaluation
 from .rules import LEVELS, Level, Rule, decimal_str, format_metric
 from .store import alert_history, insert_alerts
@@ -240,9 +241,27 @@ class AlertBook:
         self, con: duckdb.DuckDBPyConnection, evaluations: Sequence[Evaluation], cause: dict[str, Any] | None = None
     ) -> list[AlertEvent]:
         """Apply evaluations in order; states missing from memory are restored with one
-        query per rule, and the events are stored with one insert."""
+        query per rule, and the events are stored with one insert.
+
+        On a lake other collectors fire alerts too: every state is restored from the stored
+        alerts, read and written under the lake's write lock (``ledger.lake_lock``), so that
+        "one alert per rule, level and window" holds across collectors."""
+        with lake_lock.exclusive(con):
+            return self._observe_all(con, evaluations, cause, cached=not lake.is_lake(con))
+
+    def _observe_all(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        evaluations: Sequence[Evaluation],
+        cause: dict[str, Any] | None,
+        *,
+        cached: bool,
+    ) -> list[AlertEvent]:
         with self._lock:
-            states = {(ev.rule.id, ev.state_key): self._states.get((ev.rule.id, ev.state_key)) for ev in evaluations}
+            states = {
+                (ev.rule.id, ev.state_key): self._states.get((ev.rule.id, ev.state_key)) if cached else None
+                for ev in evaluations
+            }
         missing: dict[str, tuple[Rule, set[str]]] = {}
         for ev in evaluations:
             if states[(ev.rule.id, ev.state_key)] is None:

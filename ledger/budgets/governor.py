@@ -39,6 +39,7 @@ from typing import Any
 
 import duckdb
 
+from ledger import lake_lock
 from ledger.ingest import IngestReport
 
 from .alerts import AlertBook, AlertEvent
@@ -107,14 +108,17 @@ class Governor:
                     "spans_written": report.spans_written,
                     "charges_written": report.charges_written,
                 }
-                now = self.clock()
-                evaluations: list[Evaluation] = []
-                for rule in rules:
-                    if rule.window == "run":
-                        evaluations += evaluate_runs(con, rule, touched.traces, now)
-                    else:
-                        evaluations.append(evaluate(con, rule, now, lookback=self.lookback))
-                events = self._observe(con, evaluations, cause)
+                # On a lake, figures and alerts are read and stored with the lake's write lock held, so
+                # no collector alerts on figures older than the alerts another one stored (ledger.lake_lock).
+                with lake_lock.exclusive(con):
+                    now = self.clock()
+                    evaluations: list[Evaluation] = []
+                    for rule in rules:
+                        if rule.window == "run":
+                            evaluations += evaluate_runs(con, rule, touched.traces, now)
+                        else:
+                            evaluations.append(evaluate(con, rule, now, lookback=self.lookback))
+                    events = self._observe(con, evaluations, cause)
                 self._deliver(events)
                 return events
         except Exception:
@@ -128,13 +132,14 @@ class Governor:
         try:
             with self._lock:
                 self._adopt(con)
-                now = self.clock()
-                evaluations = [
-                    evaluate(con, rule, now, lookback=self.lookback)
-                    for rule in list_rules(con, enabled_only=True)
-                    if rule.window != "run"  # a run's figures change only when its spans arrive
-                ]
-                events = self._observe(con, evaluations, {"sweep": now.isoformat()})
+                with lake_lock.exclusive(con):
+                    now = self.clock()
+                    evaluations = [
+                        evaluate(con, rule, now, lookback=self.lookback)
+                        for rule in list_rules(con, enabled_only=True)
+                        if rule.window != "run"  # a run's figures change only when its spans arrive
+                    ]
+                    events = self._observe(con, evaluations, {"sweep": now.isoformat()})
                 self._deliver(events)
                 return events
         except Exception:

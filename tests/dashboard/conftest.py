@@ -52,11 +52,15 @@ def extended_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def make_run_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What `make run` shows: every OTLP file under sample_traces/ (harness samples included),
-    found the way `turnledger up` finds them."""
+    """What `make run` shows."""
+    return make_run_ledger(tmp_path_factory.mktemp("dash") / "make_run.duckdb")
+
+
+def make_run_ledger(path: Path | str) -> Path | str:
+    """A ledger (file or lake) of what `make run` loads: every OTLP file under sample_traces/
+    (harness samples included), found the way `turnledger up` finds them."""
     from collector.cli.ingest import expand_paths
 
-    path = tmp_path_factory.mktemp("dash") / "make_run.duckdb"
     con = open_ledger(path)
     try:
         for file in expand_paths([SAMPLES]):

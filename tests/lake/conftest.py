@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from .postgres import PostgresServer, find_bin_dir, start_server
+from .s3 import S3Server, start_s3
 
 _databases = count(1)
 
@@ -40,3 +41,29 @@ def catalog_dsn(postgres: PostgresServer) -> str:
 def lake_target(catalog_dsn: str, tmp_path: Path) -> tuple[str, Path]:
     """A DuckLake target (catalog in the test's database) and its local data directory."""
     return f"ducklake:postgres:{catalog_dsn}", tmp_path / "lake-data"
+
+
+@pytest.fixture(autouse=True)
+def _data_path_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`main(["…", "--data-path", D])` exports $TURNLEDGER_DATA_PATH: taken back after each test."""
+    monkeypatch.delenv("TURNLEDGER_DATA_PATH", raising=False)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """moto's S3-compatible server (the lake's object store), for the session."""
+    server = start_s3()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new bucket's name, with the AWS variables that `ledger.lake` (and every process a test starts) reads."""
+    for name, value in s3_server.environment().items():
+        monkeypatch.setenv(name, value)
+    bucket = f"lake-{next(_databases)}"
+    s3_server.create_bucket(bucket)
+    return bucket

@@ -61,8 +61,18 @@ class PostgresServer:
 
     def create_database(self, name: str) -> str:
         """A new empty database; returns its libpq connection string."""
-        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
+        self._run("createdb", *self._client_args(), name)
         return self.dsn(name)
+
+    def dump(self, dbname: str, path: Path) -> None:
+        """``pg_dump -Fc`` of a database into ``path`` (under ``root``: the server's user writes it)."""
+        self._run("pg_dump", *self._client_args(), "-Fc", "-f", str(path), dbname)
+
+    def restore(self, dbname: str, path: Path) -> None:
+        self._run("pg_restore", *self._client_args(), "-d", dbname, str(path))
+
+    def _client_args(self) -> tuple[str, ...]:
+        return ("-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres")
 
     def dsn(self, dbname: str) -> str:
         return f"dbname={dbname} host=127.0.0.1 port={self.port} user=postgres"

@@ -3,10 +3,7 @@ gives what the file gives: the same schema, the same rows, the same `report --js
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-
-import pytest
 
 from collector.cli import main
 from collector.otlp import read_file
@@ -17,15 +14,11 @@ from ledger.store import open_ledger
 from ledger.tables import WRITTEN, table
 from tests.conftest import SAMPLES
 
+from .team import report_json
+
 
 def _samples() -> list[str]:
     return [str(p) for p in sorted(SAMPLES.glob("*.json"))]
-
-
-def _report(db: str, capsys: pytest.CaptureFixture[str]) -> dict:
-    capsys.readouterr()
-    assert main(["report", "--json", "--db", db]) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 _COLUMNS = (
@@ -64,7 +57,7 @@ def test_ingest_and_report_json_equal_on_a_file_and_on_a_lake(lake_target, tmp_p
     file_db = str(tmp_path / "file.duckdb")
     assert main(["ingest", *_samples(), "--db", file_db]) == 0
     assert main(["ingest", *_samples(), "--db", target, "--data-path", str(data)]) == 0
-    on_file, on_lake = _report(file_db, capsys), _report(target, capsys)
+    on_file, on_lake = report_json(file_db, capsys), report_json(target, capsys)
     assert on_lake["runs"] > 0 and on_lake["total_usd"] > 0
     assert on_lake == on_file
     assert any(Path(data).rglob("*.parquet")), "the lake's rows are Parquet files under the data path"
@@ -108,7 +101,7 @@ def test_one_collector_on_the_lake_ingests_what_the_cli_puts_in_a_file(lake_targ
         server.stop()
     file_db = str(tmp_path / "file.duckdb")
     assert main(["ingest", *samples, "--db", file_db]) == 0
-    assert _report(target, capsys) == _report(file_db, capsys)
+    assert report_json(target, capsys) == report_json(file_db, capsys)
 
 
 def test_a_delivery_attempt_recorded_again_replaces_its_row_on_the_lake(lake_target):
