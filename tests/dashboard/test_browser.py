@@ -277,10 +277,8 @@ def test_a_copied_link_reopens_the_filtered_view_in_a_new_browser_context(base_u
     page, _ = browser_page
     page.goto(f"{base_url}/guards")
     _settle(page, "Loop-detector trips per hour", charts=2)
-    page.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).click()
-    page.get_by_role("option", name="globex", exact=True).click()
-    page.get_by_test_id("stSidebar").get_by_role("combobox", name="Time range (UTC, by run start)").click()
-    page.get_by_role("option", name="Custom dates", exact=True).click()
+    _pick(page, "Tenant", "globex")
+    _pick(page, "Time range (UTC, by run start)", "Custom dates")
     page.wait_for_function("location.search.includes('range=custom')", timeout=30_000)
     _settle(page, "Guards")
     link = page.url
