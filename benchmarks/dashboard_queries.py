@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from collector.demo.samples import SYSTEM, TOOLS, Trace  # noqa: E402
 from ledger import conventions as c  # noqa: E402
 from ledger import queries as q  # noqa: E402
+from ledger.health_columns import BACKFILL as HEALTH_BACKFILL  # noqa: E402
 from ledger.ingest import ingest, refresh_runs  # noqa: E402
 from ledger.schema import schema_version  # noqa: E402
 from ledger.store import open_ledger  # noqa: E402
@@ -293,6 +294,8 @@ def _write(path: Path, spans: pa.Table, charges: pa.Table, guard: pa.Table, trac
     _insert(con, "spans", spans, {"attributes": "JSON", "resource": "JSON", "events": "JSON"})
     _insert(con, "charges", charges, {k: usd for k in ("usd_input", "usd_output", "usd_cache_write", "usd_cache_read")})
     _insert(con, "guard_events", guard, {"attributes": "JSON"})
+    for sql in HEALTH_BACKFILL:  # the columns ingest fills (ledger.rows), for rows inserted around it
+        con.execute(sql)
     refresh_runs(con, trace_ids)
     # Runs with captured contexts go through the real ingest path (content store included).
     ingest(

@@ -16,6 +16,7 @@ import duckdb
 
 from . import lake, terms
 from .conventions import EVENT_LOOP_TRIP
+from .health_columns import BACKFILL as HEALTH_BACKFILL
 from .runs import STEP_CAP_SHAPE
 from .tables import USD, term_columns
 
@@ -358,6 +359,21 @@ FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_
     _alter_indexed(con, "budgets", _add_not_null("budgets", "enabled", "BOOLEAN", "true"))
 
 
+def _v15_health_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """The Health page's per-span facts (tool name, soft failure, time to first token) are decided
+    at ingest (``ledger.health_columns``) instead of parsed from span JSON on every read; the rows
+    already stored get them from the same definition in SQL. ``soft_failure`` has a default but
+    no NOT NULL: on a table with a primary key DuckDB 1.5 refuses SET NOT NULL in the transaction
+    that added the column ("Cannot create index with outstanding updates"); readers coalesce."""
+    # Plain ADD COLUMN: DuckDB 1.5 allows it beside an index, and dropping and re-creating
+    # charges' index around it in this transaction aborts the process at COMMIT.
+    _execute(con, "ALTER TABLE spans ADD COLUMN tool VARCHAR")
+    _execute(con, "ALTER TABLE spans ADD COLUMN soft_failure BOOLEAN DEFAULT false")
+    _execute(con, "ALTER TABLE charges ADD COLUMN ttft_ms DOUBLE")
+    for sql in HEALTH_BACKFILL:
+        con.execute(sql)
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -370,6 +386,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (10, "content references and trace indexes", _v10_content_refs),
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
     (14, "feedback, evaluations and the review queue", _V14_QUALITY),
+    (15, "health facts decided at ingest: tool, soft failure, time to first token", _v15_health_columns),
 ]
 
 

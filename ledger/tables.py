@@ -121,9 +121,10 @@ def _later_terms() -> tuple[Column, ...]:
 
 # Columns later migrations appended (after the terms' columns of migration 5), in migration order.
 _APPENDED = {
-    "spans": _columns("links JSON, content_refs JSON"),  # 9: links, redacted; 10: references to moved content
+    # 9: links, redacted; 10: references to moved content; 15: health facts decided at ingest (ledger.health_columns)
+    "spans": _columns("links JSON, content_refs JSON, tool VARCHAR, soft_failure BOOLEAN"),
     "contexts": _columns("response JSON"),  # 10: references to what the model answered (ledger.content)
-    "charges": _columns("invalid_usage BOOLEAN"),  # 6: usage that could not be taken as reported
+    "charges": _columns("invalid_usage BOOLEAN, ttft_ms DOUBLE"),  # 6: usage not taken as reported; 15: first token
     "runs": _columns("invalid_usage_calls INTEGER, step_cap_halts INTEGER"),  # 6, 12
 }
 

@@ -34,12 +34,28 @@ def add_budget(p: argparse.ArgumentParser) -> None:
 
     a = sub.add_parser("add", help="add a budget (spend) or metric rule", description="Add a budget or metric rule.")
     a.add_argument("name", help="a unique name, e.g. acme-daily")
-    a.add_argument("--limit", required=True, help="USD for spend and cost metrics; 0..1 for rates and the cache floor")
     a.add_argument(
-        "--scope", default="global", help="global (default), or tenant=X, agent=X, model=X, call_site=X, run=TRACE_ID"
+        "--limit",
+        required=True,
+        help="USD for spend and cost metrics; 0..1 for rates and the floors; ms for p99_run_latency; "
+        "a whole count for safety_violations (1: alert at the first)",
     )
-    a.add_argument("--window", default="day", choices=WINDOWS, help="default: day (calendar day in --tz)")
-    a.add_argument("--metric", default="spend", choices=list(METRICS), help="default: spend (the USD budget)")
+    a.add_argument(
+        "--scope",
+        default="global",
+        help="global (default), or tenant=X, agent=X, model=X, call_site=X, run=TRACE_ID; tool=NAME "
+        "(tool_failure_rate only)",
+    )
+    a.add_argument(
+        "--window", default="day", choices=WINDOWS, help="default: day (calendar day in --tz); rolling_5m for health"
+    )
+    a.add_argument(
+        "--metric",
+        default="spend",
+        choices=list(METRICS),
+        help="default: spend (the USD budget); health and quality: p99_run_latency, model_call_error_rate, "
+        "tool_failure_rate, safety_violations, task_success_rate",
+    )
     a.add_argument(
         "--soft", type=float, default=None, help="warn at this fraction of the limit (default 0.8; 1 = no warning)"
     )

@@ -95,6 +95,13 @@ def _limit_input(where: Any, label: str, metric: str, value: Decimal | None, key
             f"{label} (USD)", min_value=0.0, value=float(value or 10), step=1.0, format="%.4f", key=key
         )
         return Decimal(str(typed))
+    if METRICS[metric].unit in ("ms", "count"):  # p99 latency in ms; violations counted (1: the first one)
+        ms = METRICS[metric].unit == "ms"
+        typed = where.number_input(
+            f"{label} ({'ms' if ms else 'count'})", min_value=0 if ms else 1, value=int(value or (3000 if ms else 1)),
+            step=100 if ms else 1, key=key,
+        )  # fmt: skip
+        return Decimal(int(typed))
     shown = float((value if value is not None else Decimal("0.7")) * 100)
     typed = where.number_input(
         f"{label} (%)", min_value=0.0, max_value=100.0, value=shown, step=1.0, format="%.1f", key=key

@@ -11,6 +11,10 @@ A rule is a *scope* (whose charges count), a *window* (which time span), a
   and the cache hit rate (a floor: exceeded *below* the limit, warned below
   ``limit ÷ soft``; floors default to ``soft = 1``, i.e. no warn band, because a
   hit rate just above its floor is healthy, not nearly spent).
+* Health and quality rules (``HEALTH_METRICS``): p99 run latency in ms, the
+  model-call error rate, a tool's failure rate (``tool=NAME`` scope, or every
+  tool), safety violations (a count: ``--limit 1`` fires at the first one) and
+  the task-success floor; usually over ``rolling_5m``.
 
 Money and ratios are Decimal; nothing is compared in float.
 """
@@ -30,6 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from ledger.errors import InputError, NotFound
 
 __all__ = [
+    "HEALTH_METRICS",
     "LEVELS",
     "METRICS",
     "SCOPE_KINDS",
@@ -53,8 +58,8 @@ __all__ = [
 
 Level = Literal["ok", "warn", "exceeded"]
 LEVELS: tuple[str, ...] = ("ok", "warn", "exceeded")  # in order of severity
-SCOPE_KINDS: tuple[str, ...] = ("global", "tenant", "agent", "model", "call_site", "run")
-WINDOWS: tuple[str, ...] = ("run", "rolling_hour", "rolling_day", "day", "month")
+SCOPE_KINDS: tuple[str, ...] = ("global", "tenant", "agent", "model", "call_site", "run", "tool")
+WINDOWS: tuple[str, ...] = ("run", "rolling_5m", "rolling_hour", "rolling_day", "day", "month")
 
 
 class BudgetError(InputError):
@@ -68,11 +73,22 @@ class UnknownBudget(NotFound):
 @dataclass(frozen=True, slots=True)
 class MetricSpec:
     name: str
-    unit: Literal["usd", "ratio"]
+    unit: Literal["usd", "ratio", "ms", "count"]
     direction: Literal["ceiling", "floor"]
     default_soft: float
     description: str
 
+
+# Health and quality (issue #15): measured over runs, charges, tool spans or evaluations (``evaluate``).
+HEALTH_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        "p99_run_latency", "ms", "ceiling", 0.8, "99th-percentile wall time (ms) of the runs started in the window"
+    ),
+    MetricSpec("model_call_error_rate", "ratio", "ceiling", 0.8, "failed model-call attempts / all attempts"),
+    MetricSpec("tool_failure_rate", "ratio", "ceiling", 0.8, "tool calls failed (hard or soft) / tool calls"),
+    MetricSpec("safety_violations", "count", "ceiling", 1.0, "failed safety evaluations judged in the window"),
+    MetricSpec("task_success_rate", "ratio", "floor", 1.0, "finished runs that completed with no failed evaluation"),
+)
 
 METRICS: Mapping[str, MetricSpec] = {
     m.name: m
@@ -89,6 +105,7 @@ METRICS: Mapping[str, MetricSpec] = {
         MetricSpec("cache_hit_rate", "ratio", "floor", 1.0, "cache_read / (uncached + cache_write + cache_read)"),
         MetricSpec("loop_trip_rate", "ratio", "ceiling", 0.8, "share of runs with at least one loop-detector trip"),
         MetricSpec("step_cap_rate", "ratio", "ceiling", 0.8, "share of runs stopped by the step cap (max_steps)"),
+        *HEALTH_METRICS,
     )
 }
 
@@ -123,10 +140,17 @@ def format_ratio(value: Decimal) -> str:
 
 
 def format_metric(metric: str, value: Decimal) -> str:
-    """A metric's figure in its own unit: USD for spend and cost metrics, a percentage for rates
-    (the one format of ``budget list``, alert texts and the dashboard)."""
-    spec = METRICS.get(metric)
-    return format_ratio(value) if spec is not None and spec.unit == "ratio" else format_money(value)
+    """A metric's figure in its own unit: USD for spend and cost metrics, a percentage for rates,
+    ms for latency, a whole count for violations (the one format of ``budget list``, alert texts
+    and the dashboard)."""
+    unit = spec.unit if (spec := METRICS.get(metric)) is not None else "usd"
+    if unit == "ratio":
+        return format_ratio(value)
+    if unit == "ms":
+        return f"{value:,.0f} ms"
+    if unit == "count":
+        return f"{value:,.0f}"
+    return format_money(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +261,7 @@ class Rule:
         object.__setattr__(self, "limit", parse_money(self.limit))
         if self.spec.unit == "ratio" and self.limit > 1:
             raise BudgetError(f"limit={self.limit} for {self.metric}: a rate is between 0 and 1")
+        _check_health_rule(self)
         if self.soft_fraction is None:
             object.__setattr__(self, "soft_fraction", self.spec.default_soft)
         soft = float(self.soft_fraction)  # type: ignore[arg-type]
@@ -272,7 +297,7 @@ class Rule:
         return self.limit / soft
 
     def describe(self) -> str:
-        limit = f"${self.limit.normalize():f}" if self.spec.unit == "usd" else format_ratio(self.limit)
+        limit = f"${self.limit.normalize():f}" if self.spec.unit == "usd" else format_metric(self.metric, self.limit)
         off = "" if self.enabled else ", disabled"
         return f"{self.name} ({self.metric} {'>=' if self.spec.direction == 'ceiling' else '<'} {limit}, {self.scope}, {self.window}{off})"
 
@@ -305,6 +330,15 @@ class Rule:
             enabled=bool(d.get("enabled", True)),
             new=False,
         )
+
+
+def _check_health_rule(rule: Rule) -> None:
+    """A count is a whole number of at least 1 (``--limit 1``: fire at the first violation);
+    a tool scope means something only to the tool failure rate."""
+    if rule.spec.unit == "count" and (rule.limit < 1 or rule.limit != rule.limit.to_integral()):
+        raise BudgetError(f"limit={rule.limit} for {rule.metric}: a whole count >= 1 (1 fires at the first one)")
+    if rule.scope.kind == "tool" and rule.metric != "tool_failure_rate":
+        raise BudgetError(f"scope {rule.scope} counts tool calls: only the tool_failure_rate metric takes it")
 
 
 def covers(rule: Rule, values: ScopeValues) -> bool:

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
-from ledger.conventions import TOOL_SOFT_FAILURE
 from ledger.errors import InputError, NotFound, TurnledgerError
 from ledger.terms import input_tokens_sum, usd_sum
 
@@ -66,12 +65,8 @@ CACHE_WEAK = 0.1  # above this: weak; otherwise broken
 INPUT_TOKENS = input_tokens_sum()  # every input-side term, cached or not
 HIT_RATE = f"sum(cache_read_tokens)::DOUBLE / nullif(sum({INPUT_TOKENS}), 0)"  # over grouped rows
 ROW_HIT_RATE = f"cache_read_tokens::DOUBLE / nullif({INPUT_TOKENS}, 0)"  # of one row
-# A tool span that ran and found nothing (alias ``s``: spans). ``contains`` first: it spares a JSON
-# parse on nearly every span, which lacks the key (ingest stores attributes as compact JSON).
-SOFT_FAILURE = (
-    f"""coalesce(contains(s.attributes, '"{TOOL_SOFT_FAILURE}":') """
-    f"""AND json_extract_string(s.attributes, '$."{TOOL_SOFT_FAILURE}"') = 'true', FALSE)"""
-)
+# A tool span that ran and found nothing (alias ``s``: spans), decided at ingest (``ledger.health_columns``).
+SOFT_FAILURE = "coalesce(s.soft_failure, FALSE)"
 BUCKETS = frozenset({"minute", "hour", "day", "week", "month"})
 
 
