@@ -35,6 +35,11 @@ DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
 _RUN_MS = DURATION_MS.format(start="started_at", end="ended_at")
 _SPAN_MS = DURATION_MS.format(start="s.start_time", end="s.end_time")
 _FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
+# The attempts' columns these figures read, inlined where used: a CTE read twice is materialized
+# whole (every charge column and its dollars), which cost more than reading the few columns twice.
+_ATTEMPTS = """att AS NOT MATERIALIZED (
+    SELECT trace_id, call_id, provider, model, error_type, status_code, latency_ms, ttft_ms FROM fc
+)"""
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
             WHEN error_type = '529' THEN 'overloaded (529)'
@@ -76,10 +81,10 @@ def model_call_latency(f: Filters = NO_FILTERS) -> Query:
     w, p = filtered(f)
     return Query(
         w
-        + f""", ttft AS (SELECT provider, model, ttft_ms FROM fc WHERE ttft_ms IS NOT NULL AND NOT {_FAILED}),
+        + f""", {_ATTEMPTS}, ttft AS (SELECT provider, model, ttft_ms FROM att WHERE ttft_ms IS NOT NULL AND NOT {_FAILED}),
 lat AS (
     SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")}
-    FROM fc WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
+    FROM att WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
 ), first AS (  -- aggregated apart: the streamed calls are few, joining them to every call is not
     SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS streamed_calls,
            {_quantiles("ttft_ms", "t")}
@@ -131,13 +136,14 @@ def error_causes(f: Filters = NO_FILTERS) -> Query:
     w, p = filtered(f)
     return Query(
         w
-        + f""", failed AS (SELECT trace_id, call_id, provider, model, error_type FROM fc WHERE {_FAILED}),
-recovered AS (
-    SELECT DISTINCT trace_id, call_id FROM fc SEMI JOIN failed USING (trace_id, call_id) WHERE NOT {_FAILED}
+        + f""", {_ATTEMPTS}, failed AS (SELECT trace_id, call_id, provider, model, error_type FROM att WHERE {_FAILED}),
+recovered AS (  -- the call_id probe first: a one-column semi join drops nearly every attempt cheaply
+    SELECT DISTINCT trace_id, call_id FROM att SEMI JOIN failed USING (trace_id, call_id)
+    WHERE call_id IN (SELECT call_id FROM failed) AND NOT {_FAILED}
 )
 SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
        count(r.call_id) AS recovered, count(*) - count(r.call_id) AS not_recovered,
-       count(*) / (SELECT count(*) FROM fc) AS share_of_attempts
+       count(*) / (SELECT count(*) FROM att) AS share_of_attempts
 FROM failed LEFT JOIN recovered r USING (trace_id, call_id)
 GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
         p,
