@@ -21,9 +21,12 @@ from typing import Any
 from . import conventions as c
 from .spans import SpanRecord
 
-__all__ = ["BACKFILL", "soft_failed", "time_to_first_token_ms", "tool_of"]
+__all__ = ["BACKFILL", "SOFT_FAILURE", "soft_failed", "time_to_first_token_ms", "tool_of"]
 
 _TOOL_PREFIX = "execute_tool "
+# A tool span that ran and found nothing, as SQL over a spans row aliased ``s`` (NULL: a row
+# inserted around ``ledger.rows`` before its backfill).
+SOFT_FAILURE = "coalesce(s.soft_failure, FALSE)"
 
 
 def _text(value: Any) -> str | None:

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from . import conventions as c
 from . import lake, terms
+from .health_columns import SOFT_FAILURE
 from .tables import table
 from .terms import PriceTerm
 
@@ -91,7 +92,7 @@ sp AS (
            any_value(s.tenant) FILTER (WHERE s.tenant IS NOT NULL) AS tenant,
            count(*) FILTER (WHERE s.operation = 'execute_tool') AS tool_calls,
            count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
-               OR {soft_failure} = 'true')) AS soft_failures,
+               OR {soft_failure})) AS soft_failures,
            any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name
     FROM spans s JOIN t USING (trace_id) WHERE s.start_time >= $since GROUP BY s.trace_id
 ),
@@ -125,7 +126,7 @@ def _refresh_sql(_terms: tuple[PriceTerm, ...], verb: str = "INSERT OR REPLACE")
     return _REFRESH.format(
         verb=verb,
         columns=", ".join(runs.names),
-        soft_failure=_attr("s", c.TOOL_SOFT_FAILURE),
+        soft_failure=SOFT_FAILURE,
         term_sums=",\n           ".join(sums),
         loop_trip=c.EVENT_LOOP_TRIP,
         step_cap=STEP_CAP_SHAPE,

@@ -372,6 +372,12 @@ def _v15_health_columns(con: duckdb.DuckDBPyConnection) -> None:
     _execute(con, "ALTER TABLE charges ADD COLUMN ttft_ms DOUBLE")
     for sql in HEALTH_BACKFILL:
         con.execute(sql)
+    # Sampling (ledger.sampling): each run's detail decided once, after its grace period.
+    _execute(
+        con,
+        "CREATE TABLE sampling_decisions (trace_id VARCHAR PRIMARY KEY, kept BOOLEAN NOT NULL, "
+        "reason VARCHAR NOT NULL, decided_at TIMESTAMP NOT NULL)",
+    )
 
 
 MIGRATIONS: list[tuple[int, str, Migration]] = [
@@ -386,7 +392,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (10, "content references and trace indexes", _v10_content_refs),
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
     (14, "feedback, evaluations and the review queue", _V14_QUALITY),
-    (15, "health facts decided at ingest: tool, soft failure, time to first token", _v15_health_columns),
+    (15, "health facts decided at ingest; sampling decisions", _v15_health_columns),
 ]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import budget, compare, dashboard, ingest, report, serve, simulate
+from . import budget, compare, dashboard, ingest, prune, report, serve, simulate
 
 __all__ = ["COMMANDS", "help_of"]
 
@@ -31,6 +31,7 @@ COMMANDS: dict[str, Command] = {
     "samples": (simulate.add_samples, simulate.cmd_samples),
     "budget": (budget.add_budget, budget.cmd_budget),
     "alerts": (budget.add_alerts, budget.cmd_alerts),
+    "prune": (prune.add_prune, prune.cmd_prune),
 }
 
 

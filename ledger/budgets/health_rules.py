@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ledger.queries.core import SOFT_FAILURE
+from ledger.health_columns import SOFT_FAILURE
 from ledger.queries.health import DURATION_MS
 
 from .rules import Rule

@@ -65,8 +65,6 @@ CACHE_WEAK = 0.1  # above this: weak; otherwise broken
 INPUT_TOKENS = input_tokens_sum()  # every input-side term, cached or not
 HIT_RATE = f"sum(cache_read_tokens)::DOUBLE / nullif(sum({INPUT_TOKENS}), 0)"  # over grouped rows
 ROW_HIT_RATE = f"cache_read_tokens::DOUBLE / nullif({INPUT_TOKENS}, 0)"  # of one row
-# A tool span that ran and found nothing (alias ``s``: spans), decided at ingest (``ledger.health_columns``).
-SOFT_FAILURE = "coalesce(s.soft_failure, FALSE)"
 BUCKETS = frozenset({"minute", "hour", "day", "week", "month"})
 
 

@@ -25,7 +25,9 @@ run's, call's or tool call's duration. Durations come from nanosecond epochs.
 
 from __future__ import annotations
 
-from .core import NO_FILTERS, SOFT_FAILURE, Filters, Query, filtered, query
+from ledger.health_columns import SOFT_FAILURE
+
+from .core import NO_FILTERS, Filters, Query, filtered, query
 
 __all__ = ["error_causes", "error_rates", "model_call_latency", "run_errors", "run_latency", "tool_health"]
 
