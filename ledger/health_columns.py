@@ -5,7 +5,8 @@
 * ``spans.soft_failure``: the tool ran and said "nothing found"
   (``turnledger.tool.soft_failure`` true, status left UNSET by the harness);
 * ``charges.ttft_ms``: a streamed chat call's time to first token
-  (``gen_ai.response.time_to_first_chunk``, seconds) in ms; NULL when not reported.
+  (``gen_ai.response.time_to_first_chunk``, seconds) in ms; NULL when not reported
+  or not a number (the page used to cast it when read, and a string failed the query).
 
 Each is read from the span as stored (redacted), the way the queries read it
 before; :data:`BACKFILL` is the same definition in SQL, for the rows a ledger
@@ -72,7 +73,8 @@ BACKFILL: tuple[str, ...] = (
     WHERE operation = 'execute_tool' AND tool IS NULL""",
     f"UPDATE spans SET soft_failure = TRUE WHERE NOT soft_failure AND {_SOFT_JSON}",
     f"""UPDATE charges SET ttft_ms = t.ms FROM (
-        SELECT trace_id, span_id, TRY_CAST(json_extract(attributes, '$."{c.TIME_TO_FIRST_CHUNK}"') AS DOUBLE) * 1000 AS ms
+        SELECT trace_id, span_id, json_extract(attributes, '$."{c.TIME_TO_FIRST_CHUNK}"') AS v,
+               CASE WHEN json_type(v) IN ('DOUBLE', 'BIGINT', 'UBIGINT') THEN v::DOUBLE * 1000 END AS ms
         FROM spans WHERE operation = 'chat' AND contains(attributes, '"{c.TIME_TO_FIRST_CHUNK}":')
     ) t WHERE charges.trace_id = t.trace_id AND charges.span_id = t.span_id AND charges.ttft_ms IS NULL""",
 )
