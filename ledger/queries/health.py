@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ledger.health_columns import SOFT_FAILURE
 
-from .core import NO_FILTERS, Filters, Query, filtered, query
+from .core import NO_FILTERS, Filters, Query, filtered, query, run_filtered
 
 __all__ = ["error_causes", "error_rates", "model_call_latency", "run_errors", "run_latency", "tool_health"]
 
@@ -40,7 +40,7 @@ _FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
 # The attempts' columns these figures read, inlined where used: a CTE read twice is materialized
 # whole (every charge column and its dollars), which cost more than reading the few columns twice.
 _ATTEMPTS = """att AS NOT MATERIALIZED (
-    SELECT trace_id, call_id, provider, model, error_type, status_code, latency_ms, ttft_ms FROM fc
+    SELECT trace_id, call_id, attempt, provider, model, error_type, status_code, latency_ms, ttft_ms FROM fc
 )"""
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
@@ -139,9 +139,9 @@ def error_causes(f: Filters = NO_FILTERS) -> Query:
     return Query(
         w
         + f""", {_ATTEMPTS}, failed AS (SELECT trace_id, call_id, provider, model, error_type FROM att WHERE {_FAILED}),
-recovered AS (  -- the call_id probe first: a one-column semi join drops nearly every attempt cheaply
+recovered AS (  -- a later attempt is a retry (attempt > 1): that filter drops nearly every row before the join
     SELECT DISTINCT trace_id, call_id FROM att SEMI JOIN failed USING (trace_id, call_id)
-    WHERE call_id IN (SELECT call_id FROM failed) AND NOT {_FAILED}
+    WHERE attempt > 1 AND NOT {_FAILED}
 )
 SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
        count(r.call_id) AS recovered, count(*) - count(r.call_id) AS not_recovered,
@@ -161,7 +161,7 @@ def tool_health(f: Filters = NO_FILTERS) -> Query:
         + f""", tc AS (
     SELECT s.trace_id, s.tool, {_SPAN_MS} AS ms, s.status_code = 'ERROR' AS hard,
            s.status_code IS DISTINCT FROM 'ERROR' AND {SOFT_FAILURE} AS soft
-    FROM spans s SEMI JOIN fr USING (trace_id) WHERE s.operation = 'execute_tool'
+    FROM spans s {"SEMI JOIN fr USING (trace_id)" if run_filtered(f) else ""} WHERE s.operation = 'execute_tool'
 )
 SELECT tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
        (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95))},

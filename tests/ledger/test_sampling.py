@@ -71,11 +71,16 @@ def test_sampling_keeps_every_failed_runs_detail_a_tenth_of_the_rest_and_every_c
     assert report.decided < RUNS  # the runs that ended within the grace period wait
     report = apply_sampling(con, policy, latest.replace(tzinfo=UTC) + timedelta(hours=2))
     decisions = dict(con.execute("SELECT trace_id, reason FROM sampling_decisions").fetchall())
-    assert len(decisions) == RUNS and apply_sampling(con, policy, latest.replace(tzinfo=UTC) + timedelta(days=9)).decided == 0
+    assert (
+        len(decisions) == RUNS
+        and apply_sampling(con, policy, latest.replace(tzinfo=UTC) + timedelta(days=9)).decided == 0
+    )
 
     after = _detail(con)
     due = {t for t, why in decisions.items() if why not in ("sampled in", "sampled out")}
-    failed = {t for (t,) in con.execute("SELECT trace_id FROM runs WHERE stop_cause IS DISTINCT FROM 'completed'").fetchall()}
+    failed = {
+        t for (t,) in con.execute("SELECT trace_id FROM runs WHERE stop_cause IS DISTINCT FROM 'completed'").fetchall()
+    }
     assert failed <= due and len(failed) > 300  # every run that did not complete is kept whole
     assert all(after[t] == before[t] for t in due)
     ordinary = set(decisions) - due
