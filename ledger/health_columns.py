@@ -4,6 +4,8 @@
   name, else its ``gen_ai.tool.name``, else its name); NULL on every other span;
 * ``spans.soft_failure``: the tool ran and said "nothing found"
   (``turnledger.tool.soft_failure`` true, status left UNSET by the harness);
+* ``runs.error_spans``: how many of the run's spans have ERROR status (the
+  ``ledger.runs`` rollup counts it; an errored run is one with any);
 * ``charges.ttft_ms``: a streamed chat call's time to first token
   (``gen_ai.response.time_to_first_chunk``, seconds) in ms; NULL when not reported
   or not a number (the page used to cast it when read, and a string failed the query).
@@ -77,4 +79,7 @@ BACKFILL: tuple[str, ...] = (
                CASE WHEN json_type(v) IN ('DOUBLE', 'BIGINT', 'UBIGINT') THEN v::DOUBLE * 1000 END AS ms
         FROM spans WHERE operation = 'chat' AND contains(attributes, '"{c.TIME_TO_FIRST_CHUNK}":')
     ) t WHERE charges.trace_id = t.trace_id AND charges.span_id = t.span_id AND charges.ttft_ms IS NULL""",
+    """UPDATE runs SET error_spans = e.n FROM (
+        SELECT trace_id, count(*) AS n FROM spans WHERE status_code = 'ERROR' GROUP BY trace_id
+    ) e WHERE runs.trace_id = e.trace_id""",
 )

@@ -66,6 +66,7 @@ def _run_values() -> dict[str, str]:
         "turns": "coalesce(ch.turns, 0)",
         "tool_calls": "sp.tool_calls",
         "soft_failures": "sp.soft_failures",
+        "error_spans": "sp.error_spans",
         "loop_trips": "coalesce(ge.loop_trips, 0)",
         "step_cap_halts": "coalesce(ge.step_cap_halts, 0)",
         "retry_attempts": "coalesce(ch.retry_attempts, 0)",
@@ -93,6 +94,7 @@ sp AS (
            count(*) FILTER (WHERE s.operation = 'execute_tool') AS tool_calls,
            count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
                OR {soft_failure})) AS soft_failures,
+           count(*) FILTER (WHERE s.status_code = 'ERROR') AS error_spans,
            any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name
     FROM spans s JOIN t USING (trace_id) WHERE s.start_time >= $since GROUP BY s.trace_id
 ),

@@ -80,8 +80,7 @@ WITH firsts AS (
         PARTITION BY agent_name, agent_version, prompt_version, tool_schema_version ORDER BY started_at, trace_id) = 1
 )
 SELECT r.trace_id, CASE
-    WHEN r.status_code = 'ERROR' OR EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = r.trace_id AND s.status_code = 'ERROR')
-        THEN 'errored'
+    WHEN r.status_code = 'ERROR' OR r.error_spans > 0 THEN 'errored'
     WHEN r.stop_cause IS DISTINCT FROM 'completed' THEN 'stopped: ' || r.stop_cause
     WHEN r.step_cap_halts > 0 OR EXISTS (SELECT 1 FROM guard_events g WHERE g.trace_id = r.trace_id AND g.action = 'halt')
         THEN 'guard halt'

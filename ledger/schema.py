@@ -361,7 +361,8 @@ FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_
 
 def _v15_health_columns(con: duckdb.DuckDBPyConnection) -> None:
     """The Health page's per-span facts (tool name, soft failure, time to first token) are decided
-    at ingest (``ledger.health_columns``) instead of parsed from span JSON on every read; the rows
+    at ingest (``ledger.health_columns``) instead of parsed from span JSON on every read, and a
+    run counts its ERROR spans (``runs.error_spans``) instead of the page scanning spans; the rows
     already stored get them from the same definition in SQL. ``soft_failure`` has a default but
     no NOT NULL: on a table with a primary key DuckDB 1.5 refuses SET NOT NULL in the transaction
     that added the column ("Cannot create index with outstanding updates"); readers coalesce."""
@@ -370,6 +371,7 @@ def _v15_health_columns(con: duckdb.DuckDBPyConnection) -> None:
     _execute(con, "ALTER TABLE spans ADD COLUMN tool VARCHAR")
     _execute(con, "ALTER TABLE spans ADD COLUMN soft_failure BOOLEAN DEFAULT false")
     _execute(con, "ALTER TABLE charges ADD COLUMN ttft_ms DOUBLE")
+    _execute(con, "ALTER TABLE runs ADD COLUMN error_spans INTEGER DEFAULT 0")
     for sql in HEALTH_BACKFILL:
         con.execute(sql)
     # Sampling (ledger.sampling): each run's detail decided once, after its grace period.

@@ -125,7 +125,7 @@ _APPENDED = {
     "spans": _columns("links JSON, content_refs JSON, tool VARCHAR, soft_failure BOOLEAN"),
     "contexts": _columns("response JSON"),  # 10: references to what the model answered (ledger.content)
     "charges": _columns("invalid_usage BOOLEAN, ttft_ms DOUBLE"),  # 6: usage not taken as reported; 15: first token
-    "runs": _columns("invalid_usage_calls INTEGER, step_cap_halts INTEGER"),  # 6, 12
+    "runs": _columns("invalid_usage_calls INTEGER, step_cap_halts INTEGER, error_spans INTEGER"),  # 6, 12, 15
 }
 
 

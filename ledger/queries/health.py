@@ -109,8 +109,7 @@ def run_errors(f: Filters = NO_FILTERS) -> Query:
         w
         + """, errored AS (
     SELECT fr.trace_id, coalesce(fr.error_type, 'span error') AS error_type FROM fr
-    WHERE fr.status_code = 'ERROR'
-       OR EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = fr.trace_id AND s.status_code = 'ERROR')
+    WHERE fr.status_code = 'ERROR' OR fr.error_spans > 0
 )
 SELECT error_type, count(*) AS runs, count(*) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
 FROM errored GROUP BY GROUPING SETS ((), (error_type)) ORDER BY error_type NULLS FIRST""",

@@ -60,6 +60,12 @@ def test_the_backfill_decides_as_ingest_did_on_every_span():
     assert sorted(f[4] for f in at_ingest if f[4] is not None) == [250.0, 3000.0]
     con.execute("UPDATE spans SET tool = NULL, soft_failure = FALSE")
     con.execute("UPDATE charges SET ttft_ms = NULL")
+    errors = con.execute("SELECT trace_id, error_spans FROM runs ORDER BY trace_id").fetchall()
+    assert (
+        sum(n for _, n in errors) == con.execute("SELECT count(*) FROM spans WHERE status_code = 'ERROR'").fetchone()[0]
+    )
+    con.execute("UPDATE runs SET error_spans = 0")
     for sql in BACKFILL:
         con.execute(sql)
     assert _facts(con) == at_ingest
+    assert con.execute("SELECT trace_id, error_spans FROM runs ORDER BY trace_id").fetchall() == errors
