@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import shutil
-from datetime import UTC, timedelta
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from collector.cli import main
+from collector.otlp import read_file
 from ledger import queries as q
+from ledger.ingest import ingest
 from ledger.runs import refresh_runs
-from ledger.sampling import SamplingPolicy, apply_sampling, kept_by_hash
+from ledger.sampling import Sampler, SamplingPolicy, apply_sampling, kept_by_hash
 from ledger.store import open_ledger
 
 RUNS = 1_000
@@ -114,4 +117,23 @@ def test_prune_shrinks_the_file_and_leaves_the_money_unchanged(simulated, tmp_pa
     con = open_ledger(path, read_only=True)
     assert con.execute("SELECT count(*) FROM contexts").fetchone() == (0,)
     assert con.execute("SELECT count(*) FROM content_blocks").fetchone() == (0,)
+    con.close()
+
+
+def test_the_servers_sampler_decides_runs_on_its_own_thread(tmp_path):
+    """``CollectorServer`` starts a ``Sampler`` on the writer's connection; here on a ledger of the harness scenarios."""
+    con = open_ledger(tmp_path / "ledger.duckdb")
+    scenarios = sorted((Path(__file__).resolve().parents[2] / "sample_traces" / "harness").glob("*.json"))
+    for path in scenarios:
+        ingest(con, read_file(path))
+    sampler = Sampler(SamplingPolicy(0.0, grace=timedelta(0)), clock=lambda: datetime(2030, 1, 1, tzinfo=UTC))
+    sampler.start(con, interval=0.01)
+    deadline = time.monotonic() + 60  # a hang guard only
+    while time.monotonic() < deadline and con.execute("SELECT count(*) FROM sampling_decisions").fetchone() != (
+        len(scenarios),
+    ):
+        time.sleep(0.02)
+    sampler.close()
+    reasons = dict(con.execute("SELECT reason, count(*) FROM sampling_decisions GROUP BY reason").fetchall())
+    assert sum(reasons.values()) == len(scenarios) and "sampled in" not in reasons  # a share of 0 keeps no ordinary run
     con.close()
