@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from collector.cli import main
 from collector.otlp import read_file
 from ledger.budgets import Governor, Rule, Scope, WebhookTarget, add_rule, list_alerts, new_rule_id
 from ledger.budgets.evaluate import evaluate
@@ -176,3 +177,26 @@ def test_a_count_limit_is_whole_and_a_tool_scope_belongs_to_the_tool_failure_rat
         "p99_run_latency >= 3,000 ms"
         in Rule(new_rule_id(), "z", Scope(), "rolling_5m", Decimal(3000), metric="p99_run_latency").describe()
     )
+
+
+def test_the_cli_adds_health_rules_and_shows_them_in_their_units(tmp_path, capsys):
+    db = str(tmp_path / "ledger.duckdb")
+    now = datetime.now(UTC)
+    for argv in (
+        ["p99", "--metric", "p99_run_latency", "--limit", "3000", "--window", "rolling_5m"],
+        ["unsafe", "--metric", "safety_violations", "--limit", "1", "--window", "rolling_5m"],
+    ):
+        assert main(["budget", "add", *argv, "--db", db]) == 0
+    con = open_ledger(db)
+    spans = spend_spans("0.01", at=now - timedelta(minutes=1), key="judged", root=True)
+    ingest(con, spans)
+    judge(con, spans[0].trace_id, failed=True, safety=True, at=now - timedelta(seconds=30))
+    con.close()
+    capsys.readouterr()
+    assert main(["budget", "sweep", "--db", db]) == 0
+    assert main(["budget", "list", "--db", db]) == 0
+    listed = capsys.readouterr().out
+    assert "3,000 ms" in listed and "p99_run_latency" in listed
+    assert main(["alerts", "--db", db]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "exceeded unsafe" in line and "value 1 threshold 1" in line
