@@ -37,11 +37,6 @@ DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
 _RUN_MS = DURATION_MS.format(start="started_at", end="ended_at")
 _SPAN_MS = DURATION_MS.format(start="s.start_time", end="s.end_time")
 _FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
-# The attempts' columns these figures read, inlined where used: a CTE read twice is materialized
-# whole (every charge column and its dollars), which cost more than reading the few columns twice.
-_ATTEMPTS = """att AS NOT MATERIALIZED (
-    SELECT trace_id, call_id, attempt, provider, model, error_type, status_code, latency_ms, ttft_ms FROM fc
-)"""
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
             WHEN error_type = '529' THEN 'overloaded (529)'
@@ -80,13 +75,13 @@ def model_call_latency(f: Filters = NO_FILTERS) -> Query:
 
     One row for all calls (``overall``, first), then one per provider and model.
     """
-    w, p = filtered(f)
+    w, p = filtered(f, inline_charges=True)
     return Query(
         w
-        + f""", {_ATTEMPTS}, ttft AS (SELECT provider, model, ttft_ms FROM att WHERE ttft_ms IS NOT NULL AND NOT {_FAILED}),
+        + f""", ttft AS (SELECT provider, model, ttft_ms FROM fc WHERE ttft_ms IS NOT NULL AND NOT {_FAILED}),
 lat AS (
     SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")}
-    FROM att WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
+    FROM fc WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
 ), first AS (  -- aggregated apart: the streamed calls are few, joining them to every call is not
     SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS streamed_calls,
            {_quantiles("ttft_ms", "t")}
@@ -134,17 +129,17 @@ ORDER BY overall DESC, provider NULLS FIRST, model NULLS FIRST""",
 @query
 def error_causes(f: Filters = NO_FILTERS) -> Query:
     """Failed attempts by provider, model and cause, with the retry outcome: recovered by a later attempt or not."""
-    w, p = filtered(f)
+    w, p = filtered(f, inline_charges=True)
     return Query(
         w
-        + f""", {_ATTEMPTS}, failed AS (SELECT trace_id, call_id, provider, model, error_type FROM att WHERE {_FAILED}),
+        + f""", failed AS (SELECT trace_id, call_id, provider, model, error_type FROM fc WHERE {_FAILED}),
 recovered AS (  -- a later attempt is a retry (attempt > 1): that filter drops nearly every row before the join
-    SELECT DISTINCT trace_id, call_id FROM att SEMI JOIN failed USING (trace_id, call_id)
+    SELECT DISTINCT trace_id, call_id FROM fc SEMI JOIN failed USING (trace_id, call_id)
     WHERE attempt > 1 AND NOT {_FAILED}
 )
 SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
        count(r.call_id) AS recovered, count(*) - count(r.call_id) AS not_recovered,
-       count(*) / (SELECT count(*) FROM att) AS share_of_attempts
+       count(*) / (SELECT count(*) FROM fc) AS share_of_attempts
 FROM failed LEFT JOIN recovered r USING (trace_id, call_id)
 GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
         p,
