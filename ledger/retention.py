@@ -26,7 +26,7 @@ from pathlib import Path
 
 import duckdb
 
-__all__ = ["DropReport", "compact", "drop_detail", "prune", "traces_before"]
+__all__ = ["DropReport", "collect_unreferenced_blocks", "compact", "drop_detail", "prune", "traces_before"]
 
 _BATCH = 5_000  # traces per statement: bounded parameter lists, steady progress output
 _IDS = "(SELECT unnest(?::VARCHAR[]))"

@@ -54,6 +54,7 @@ __all__ = [
     "query_name",
     "records",
     "run",
+    "run_filtered",
     "sums",
     "verdict_sql",
 ]
