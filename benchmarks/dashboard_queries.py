@@ -44,6 +44,7 @@ from collector.demo.samples import SYSTEM, TOOLS, Trace  # noqa: E402
 from ledger import conventions as c  # noqa: E402
 from ledger import queries as q  # noqa: E402
 from ledger import review  # noqa: E402
+from ledger.health_columns import BACKFILL as HEALTH_BACKFILL  # noqa: E402
 from ledger.ingest import ingest, refresh_runs  # noqa: E402
 from ledger.schema import schema_version  # noqa: E402
 from ledger.store import open_ledger  # noqa: E402
@@ -320,6 +321,8 @@ def _write(
     _insert(con, "charges", charges, {k: usd for k in ("usd_input", "usd_output", "usd_cache_write", "usd_cache_read")})
     _insert(con, "guard_events", guard, {"attributes": "JSON"})
     _insert(con, "evaluations", judgments, {"tags": "JSON"})
+    for sql in HEALTH_BACKFILL:  # the columns ingest fills (ledger.rows), for rows inserted around it
+        con.execute(sql)
     refresh_runs(con, trace_ids)
     review.enqueue(con, spans, judgments)  # the queue, as ingest fills it
     # Runs with captured contexts go through the real ingest path (content store included).

@@ -24,6 +24,7 @@ from . import terms
 from .billed import call_copy_row
 from .captured import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, OPENINFERENCE_REQUEST, captured_payload, content_keys
 from .content import ContextRows
+from .health_columns import soft_failed, time_to_first_token_ms, tool_of
 from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import model_call, tenant_of
 from .pricing import PriceBook
@@ -187,14 +188,14 @@ def _text(value: Any) -> str | None:
 
 # Each table's row, column by column: a Python expression over the row function's parameters.
 _SPAN_ROW = table("spans").compile_row(
-    "s, tenant, operation, attributes, resource, events, links, ingested_at, content_refs",
+    "s, tenant, operation, attributes, resource, events, links, ingested_at, content_refs, tool_of, soft_failed",
     {
         "trace_id": "s.trace_id", "span_id": "s.span_id", "parent_span_id": "s.parent_span_id", "name": "s.name",
         "kind": "s.kind", "operation": "operation", "tenant": "tenant", "start_time": "s.start_ns",
         "end_time": "s.end_ns", "status_code": "s.status_code", "status_message": "s.status_message",
         "attributes": "attributes", "resource": "resource", "events": "events", "scope_name": "s.scope_name",
         "scope_version": "s.scope_version", "ingested_at": "ingested_at", "links": "links",
-        "content_refs": "content_refs",
+        "content_refs": "content_refs", "tool": "tool_of(s, operation)", "soft_failure": "soft_failed(s)",
     },
 )  # fmt: skip
 _GUARD_EVENT_ROW = table("guard_events").compile_row(
@@ -218,12 +219,12 @@ def _charge_row(_terms: tuple[terms.PriceTerm, ...]) -> Callable[..., tuple[Any,
         "error_type": f"s.attributes.get({c.ERROR_TYPE!r})", "finish_reason": "call.finish_reason",
         "reasoning_tokens": "call.tokens.reasoning", "unpriced": "priced.unpriced", "price_source": "priced.source",
         "price_version": "priced.version", "token_convention": "call.convention",
-        "invalid_usage": "call.invalid_usage != ''",
+        "invalid_usage": "call.invalid_usage != ''", "ttft_ms": "ttft_ms(s, operation(s))",
     }  # fmt: skip
     for t in terms.TERMS:
         values[t.tokens_column] = f"tokens[{t.key!r}]"
         values[t.usd_column] = f"usd[{t.key!r}]"
-    return table("charges").compile_row("s, call, priced, tenant, tokens, usd", values)
+    return table("charges").compile_row("s, call, priced, tenant, tokens, usd, ttft_ms, operation", values)
 
 
 _NOT_A_PAYLOAD: dict[str, Any] = {}  # a sentinel: the span carries content, but no payload
@@ -316,7 +317,9 @@ class _RowBuilder:
         if call is not None:
             when = datetime.fromtimestamp(s.start_ns / 1e9, UTC)
             priced = self.prices.price(call.provider, call.model, call.tokens, when)
-            charge = self._charge_row(s, call, priced, tenant, call.tokens.by_term, priced.usd)
+            charge = self._charge_row(
+                s, call, priced, tenant, call.tokens.by_term, priced.usd, time_to_first_token_ms, _operation
+            )
             copy = call_copy_row(s, call)
         resource, operation = self._resource(s.resource), _operation(s)
         flagged = len(self.flagged)
@@ -339,7 +342,11 @@ class _RowBuilder:
             if s.links
             else "[]"
         )
-        self.spans.append(_SPAN_ROW(s, tenant, operation, stored, resource, events, links, self.now_us, content_refs))
+        self.spans.append(
+            _SPAN_ROW(
+                s, tenant, operation, stored, resource, events, links, self.now_us, content_refs, tool_of, soft_failed
+            )
+        )
         self.events += guard_rows
         self.evaluations += eval_rows
         self.flagged += eval_notes

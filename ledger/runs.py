@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from . import conventions as c
 from . import lake, terms
+from .health_columns import SOFT_FAILURE
 from .tables import table
 from .terms import PriceTerm
 
@@ -93,6 +94,7 @@ def _run_values() -> dict[str, str]:
         "turns": "coalesce(ch.turns, 0)",
         "tool_calls": "sp.tool_calls",
         "soft_failures": "sp.soft_failures",
+        "error_spans": "sp.error_spans",
         "loop_trips": "coalesce(ge.loop_trips, 0)",
         "step_cap_halts": "coalesce(ge.step_cap_halts, 0)",
         "retry_attempts": "coalesce(ch.retry_attempts, 0)",
@@ -120,7 +122,8 @@ sp AS (
            any_value(s.tenant) FILTER (WHERE s.tenant IS NOT NULL) AS tenant,
            count(*) FILTER (WHERE s.operation = 'execute_tool') AS tool_calls,
            count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
-               OR {soft_failure} = 'true')) AS soft_failures,
+               OR {soft_failure})) AS soft_failures,
+           count(*) FILTER (WHERE s.status_code = 'ERROR') AS error_spans,
            any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name,
            {versions}
     FROM spans s JOIN t USING (trace_id) WHERE s.start_time >= $since GROUP BY s.trace_id
@@ -155,7 +158,7 @@ def _refresh_sql(_terms: tuple[PriceTerm, ...], verb: str = "INSERT OR REPLACE")
     return _REFRESH.format(
         verb=verb,
         columns=", ".join(runs.names),
-        soft_failure=_attr("s", c.TOOL_SOFT_FAILURE),
+        soft_failure=SOFT_FAILURE,
         term_sums=",\n           ".join(sums),
         loop_trip=c.EVENT_LOOP_TRIP,
         step_cap=STEP_CAP_SHAPE,

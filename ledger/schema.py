@@ -18,6 +18,7 @@ import pyarrow as pa
 from . import lake, terms
 from .content import call_key
 from .conventions import EVENT_LOOP_TRIP
+from .health_columns import BACKFILL as HEALTH_BACKFILL
 from .runs import STEP_CAP_SHAPE, version_aggregates
 from .tables import USD, term_columns
 
@@ -423,6 +424,29 @@ def _v13_content_keys(con: duckdb.DuckDBPyConnection) -> None:
         con.unregister("v13_call_keys")
 
 
+def _v15_health_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """The Health page's per-span facts (tool name, soft failure, time to first token) are decided
+    at ingest (``ledger.health_columns``) instead of parsed from span JSON on every read, and a
+    run counts its ERROR spans (``runs.error_spans``) instead of the page scanning spans; the rows
+    already stored get them from the same definition in SQL. ``soft_failure`` has a default but
+    no NOT NULL: on a table with a primary key DuckDB 1.5 refuses SET NOT NULL in the transaction
+    that added the column ("Cannot create index with outstanding updates"); readers coalesce."""
+    # Plain ADD COLUMN: DuckDB 1.5 allows it beside an index, and dropping and re-creating
+    # charges' index around it in this transaction aborts the process at COMMIT.
+    _execute(con, "ALTER TABLE spans ADD COLUMN tool VARCHAR")
+    _execute(con, "ALTER TABLE spans ADD COLUMN soft_failure BOOLEAN DEFAULT false")
+    _execute(con, "ALTER TABLE charges ADD COLUMN ttft_ms DOUBLE")
+    _execute(con, "ALTER TABLE runs ADD COLUMN error_spans INTEGER DEFAULT 0")
+    for sql in HEALTH_BACKFILL:
+        con.execute(sql)
+    # Sampling (ledger.sampling): each run's detail decided once, after its grace period.
+    _execute(
+        con,
+        "CREATE TABLE sampling_decisions (trace_id VARCHAR PRIMARY KEY, kept BOOLEAN NOT NULL, "
+        "reason VARCHAR NOT NULL, decided_at TIMESTAMP NOT NULL)",
+    )
+
+
 def _v16_versions_and_relative_rules(con: duckdb.DuckDBPyConnection) -> None:
     """Service version, deployment environment and a free variant label are run dimensions beside the
     agent and prompt versions, filled in from the spans already stored; a budget rule can be measured
@@ -450,6 +474,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (12, "step-cap halts apart from loop trips; budget rules switched off", _v12_step_cap_and_enabled),
     (13, "binary content keys; message lists on contexts", _v13_content_keys),
     (14, "feedback, evaluations and the review queue", _V14_QUALITY),
+    (15, "health facts decided at ingest; sampling decisions", _v15_health_columns),
     (16, "service version, environment and variant on runs; baseline-relative rules", _v16_versions_and_relative_rules),
 ]
 

@@ -122,10 +122,12 @@ def _later_terms() -> tuple[Column, ...]:
 
 # Columns later migrations appended (after the terms' columns of migration 5), in migration order.
 _APPENDED = {
-    "spans": _columns("links JSON, content_refs JSON"),  # 9: links, redacted; 10: references to moved content
-    "charges": _columns("invalid_usage BOOLEAN"),  # 6: usage that could not be taken as reported
-    "runs": _columns(  # 6, 12; 16: the version dimensions resources carry
-        "invalid_usage_calls INTEGER, step_cap_halts INTEGER, service_version VARCHAR, environment VARCHAR, variant VARCHAR"
+    # 9: links, redacted; 10: references to moved content; 15: health facts decided at ingest (ledger.health_columns)
+    "spans": _columns("links JSON, content_refs JSON, tool VARCHAR, soft_failure BOOLEAN"),
+    "charges": _columns("invalid_usage BOOLEAN, ttft_ms DOUBLE"),  # 6: usage not taken as reported; 15: first token
+    "runs": _columns(  # 6, 12; 15: errored spans; 16: the version dimensions resources carry
+        "invalid_usage_calls INTEGER, step_cap_halts INTEGER, error_spans INTEGER, service_version VARCHAR, "
+        "environment VARCHAR, variant VARCHAR"
     ),
 }
 

@@ -44,15 +44,32 @@ def add_budget(p: argparse.ArgumentParser) -> None:
         + ". Every part of a template can be overridden (--factor, --window, --min-runs).",
     )
     a.add_argument("name", help="a unique name, e.g. acme-daily")
-    a.add_argument("--limit", default=None, help="USD for spend and cost metrics; 0..1 for rates and the cache floor")
     a.add_argument(
-        "--scope", default="global", help="global (default), or tenant=X, agent=X, model=X, call_site=X, run=TRACE_ID"
+        "--limit",
+        default=None,
+        help="USD for spend and cost metrics; 0..1 for rates and the floors; ms for p99_run_latency; "
+        "a whole count for safety_violations (1: alert at the first); relative rules: --factor",
     )
     a.add_argument(
-        "--window", default=None, choices=WINDOWS, help="default: day (calendar day in --tz); relative: rolling_hour"
+        "--scope",
+        default="global",
+        help="global (default), or tenant=X, agent=X, model=X, call_site=X, run=TRACE_ID; tool=NAME "
+        "(tool_failure_rate only)",
+    )
+    a.add_argument(
+        "--window",
+        default=None,
+        choices=WINDOWS,
+        help="default: day (calendar day in --tz); rolling_5m for health; relative: rolling_hour",
     )
     metrics = list(dict.fromkeys([*METRICS, *RELATIVE_METRICS]))
-    a.add_argument("--metric", default=None, choices=metrics, help="default: spend (the USD budget)")
+    a.add_argument(
+        "--metric",
+        default=None,
+        choices=metrics,
+        help="default: spend (the USD budget); health and quality: p99_run_latency, model_call_error_rate, "
+        "tool_failure_rate, safety_violations, task_success_rate",
+    )
     rel = a.add_argument_group("baseline-relative rules (the candidate against the baseline serving beside it)")
     rel.add_argument("--template", choices=list(TEMPLATES), default=None, help="a kill criterion (see above)")
     rel.add_argument("--relative-to", choices=RELATIVE_TO, default=None, help="baseline, or forecast (cost_per_hour)")

@@ -22,7 +22,7 @@ from ledger.budgets.alerts import format_value
 from ledger.budgets.gate import CallScope, decide
 from ledger.budgets.governor import Governor
 from ledger.budgets.relative import TEMPLATES
-from ledger.budgets.rules import BudgetError, Rule
+from ledger.budgets.rules import BudgetError, Rule, format_metric
 from ledger.budgets.service import add_budget as store_budget
 from ledger.budgets.service import (
     alerts_doc,
@@ -230,10 +230,13 @@ def run_budget(a: argparse.Namespace) -> int:
     }[a.action](a)
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, metric: str | None = None) -> str:
+    """An alert's figure in its rule's unit ($, %, ms, a count); bare when the rule is gone."""
     if value is None:
         return "-"
     amount = Decimal(str(value))
+    if metric is not None:
+        return format_metric(metric, amount)
     return str(amount.normalize()) if amount == amount.to_integral() else str(amount.quantize(Decimal("0.0001")))
 
 
@@ -251,8 +254,8 @@ def run_alerts(a: argparse.Namespace) -> int:
     for x in alerts:
         name = x["budget"] or f"(removed {x['budget_id']})"
         print(
-            f"{_when(x['fired_at']):%Y-%m-%d %H:%M:%S}  {x['level']:<8} {name}  value {_fmt(x['value'])} "
-            f"threshold {_fmt(x['threshold'])}  {x['window_key']}  "
+            f"{_when(x['fired_at']):%Y-%m-%d %H:%M:%S}  {x['level']:<8} {name}  value {_fmt(x['value'], x.get('metric'))} "
+            f"threshold {_fmt(x['threshold'], x.get('metric'))}  {x['window_key']}  "
             f"delivered {x['delivered']}/{x['attempts']} attempts  [{x['id'][:12]}]"
         )
         for d in x.get("deliveries", []):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import budget, cases, compare, dashboard, feedback, ingest, lake, report, review, serve, simulate
+from . import budget, cases, compare, dashboard, feedback, ingest, lake, prune, report, review, serve, simulate
 
 __all__ = ["COMMANDS", "help_of"]
 
@@ -36,6 +36,7 @@ COMMANDS: dict[str, Command] = {
     "cases": (cases.add_cases, cases.cmd_cases),
     "migrate": (lake.add_migrate, lake.cmd_migrate),
     "maintain": (lake.add_maintain, lake.cmd_maintain),
+    "prune": (prune.add_prune, prune.cmd_prune),
 }
 
 

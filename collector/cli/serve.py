@@ -87,6 +87,22 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         default=15.0,
         help="seconds between budget sweeps that catch window rollovers (default 15)",
     )
+    p.add_argument(
+        "--keep-ordinary",
+        type=float,
+        default=1.0,
+        metavar="SHARE",
+        help="keep span detail and captured content for this share (0..1) of ordinary successful runs, chosen by "
+        "trace-id hash; errored, capped, halted, badly judged and first-of-a-version runs keep theirs, and every "
+        "run keeps its charges (default 1: everything)",
+    )
+    p.add_argument(
+        "--sample-after",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="a run is sampled this long after its root span ended, so late feedback still counts (default 3600)",
+    )
     p.add_argument("--db", type=Path, default=None, help="ledger file (default: $TURNLEDGER_DB or ./turnledger.duckdb)")
     add_data_path(p)
     p.add_argument(
@@ -167,6 +183,8 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         raise TurnledgerError(f"--decode-workers ({a.decode_workers}) must be 0 or more")
     if not a.sweep_interval > 0:
         raise TurnledgerError(f"--sweep-interval ({a.sweep_interval}) must be a positive number of seconds")
+    if not 0 <= a.keep_ordinary <= 1 or a.sample_after < 0:
+        raise TurnledgerError(f"--keep-ordinary ({a.keep_ordinary}) is a share 0..1; --sample-after >= 0 seconds")
     try:
         prices = PriceBook.default(a.prices or prices_file())
     except OSError as exc:
@@ -189,6 +207,8 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         decode_workers=a.decode_workers,
         redact_content=redact,
         prices=prices,
+        keep_ordinary=a.keep_ordinary,
+        sampling_grace_s=a.sample_after,
     )
 
 

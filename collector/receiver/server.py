@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ import duckdb
 
 from ledger.budgets.windows import system_clock
 from ledger.pricing import PriceBook
+from ledger.sampling import Sampler, SamplingPolicy
 from ledger.settings import db_path
 from ledger.store import open_ledger
 
@@ -64,6 +66,8 @@ class ServerConfig:
     reader_connections: int = 4  # concurrent named queries
     redact_content: bool = True  # re-redact captured payloads at the door (third-party producers)
     prices: PriceBook | None = None
+    keep_ordinary: float = 1.0  # share of ordinary successful runs keeping span detail (ledger.sampling)
+    sampling_grace_s: float = 3600.0  # a run is decided this long after its root span ended
 
 
 class CollectorServer:
@@ -116,6 +120,7 @@ class CollectorServer:
         )
         self.decoder = DecodePool(cfg.decode_workers, self.writer.prices, cfg.redact_content)
         self.readers = ReaderPool(self.con, cfg.reader_connections)
+        self.sampler = Sampler(SamplingPolicy(cfg.keep_ordinary, timedelta(seconds=cfg.sampling_grace_s)))
         # Complete bodies being decoded at once, whichever listener took them (usable from
         # threads and from the event loop): each is held inflated in memory meanwhile.
         self.decode_slots = aiologic.BoundedSemaphore(max(1, cfg.max_concurrent_decodes))
@@ -159,6 +164,7 @@ class CollectorServer:
         """Serve on a background thread (and start the budget sweeper); returns self."""
         if self.governor is not None and self.sweep_interval > 0:
             self.governor.start_sweeper(self.con, self.sweep_interval)
+        self.sampler.start(self.con)
         self._start_listeners()
         return self
 
@@ -188,6 +194,7 @@ class CollectorServer:
         # budgets on it; then the governor delivers those alerts and records the
         # attempts through the still-open connection; only then does the connection close.
         self.decoder.close()
+        self.sampler.close(timeout)
         self.writer.close(timeout)
         if self.governor is not None:
             self.governor.join(min(timeout, _ALERT_GRACE_S))

@@ -89,7 +89,7 @@ def _figure(key: str, value: Any) -> str:
 
 
 def _limit_input(where: Any, label: str, unit: str, value: Decimal | None, key: str) -> Decimal:
-    """A limit typed in its rule's unit (USD, a percentage for a rate, a factor); returned as the rule stores it."""
+    """A limit typed in its rule's unit (USD, a percentage for a rate, ms, a count, a factor); returned as the rule stores it."""
     if unit == "factor":  # a relative rule's factor, or the cost anomaly's multiple of the baseline p95
         typed = where.number_input(f"{label} (x)", min_value=0.0, value=float(value or 5), step=0.1, key=key)
         return Decimal(str(typed))
@@ -98,6 +98,13 @@ def _limit_input(where: Any, label: str, unit: str, value: Decimal | None, key: 
             f"{label} (USD)", min_value=0.0, value=float(value or 10), step=1.0, format="%.4f", key=key
         )
         return Decimal(str(typed))
+    if unit in ("ms", "count"):  # p99 latency in ms; violations counted (1: the first one)
+        ms = unit == "ms"
+        typed = where.number_input(
+            f"{label} ({'ms' if ms else 'count'})", min_value=0 if ms else 1, value=int(value or (3000 if ms else 1)),
+            step=100 if ms else 1, key=key,
+        )  # fmt: skip
+        return Decimal(int(typed))
     shown = float((value if value is not None else Decimal("0.7")) * 100)
     typed = where.number_input(
         f"{label} (%)", min_value=0.0, max_value=100.0, value=shown, step=1.0, format="%.1f", key=key

@@ -31,6 +31,8 @@ from ledger.queries import Query
 from ledger.terms import input_tokens_sum, usd_sum
 
 from .anomaly import ANOMALY_METRIC, anomaly_query
+from .health_rules import SOURCES as HEALTH_SOURCES
+from .health_rules import health_value, trace_scope
 from .projection import Projection, project
 from .relative import measure_relative
 from .rules import Level, Rule, decimal_str, level_for
@@ -131,9 +133,16 @@ def measure_query(
     live count instead); ``recent_since`` adds a ``recent`` spend column for projections.
     """
     charges = rule.metric in _CHARGE_METRICS
-    alias, time_col = ("c", "c.start_time") if charges else ("r", "r.started_at")
-    scope_sql, params = _charge_scope(rule) if charges else _run_scope(rule)
-    where = [scope_sql] if charges else ["r.stop_cause IS NOT NULL", scope_sql]
+    health = HEALTH_SOURCES.get(rule.metric)
+    if health is not None:  # a health or quality metric: its own table, time column and rows
+        alias, time_col = health.alias, health.time_column
+        scopes = {"c": _charge_scope, "r": _run_scope}
+        scope_sql, params = scopes[alias](rule) if alias in scopes else trace_scope(rule, alias)
+        where = [*health.where, scope_sql]
+    else:
+        alias, time_col = ("c", "c.start_time") if charges else ("r", "r.started_at")
+        scope_sql, params = _charge_scope(rule) if charges else _run_scope(rule)
+        where = [scope_sql] if charges else ["r.stop_cause IS NOT NULL", scope_sql]
     if rule.metric == "cache_hit_rate":
         # Only finished runs: a run's first call always writes the cache and reads nothing,
         # so a run (or a window) judged mid-way would look broken.
@@ -155,6 +164,9 @@ def measure_query(
         where.append(f"{alias}.trace_id <> ?")
         params.append(exclude_trace)
 
+    if health is not None:
+        sql = f"SELECT {select_trace}{health.select} FROM {health.table} {alias} WHERE {' AND '.join(where)}{group}"
+        return Query(sql, params)
     if rule.metric == "spend":
         recent = "NULL"
         if recent_since is not None:
@@ -190,6 +202,8 @@ def _ratio(num: int, den: int) -> Decimal | None:
 
 def _value(rule: Rule, row: dict[str, Any]) -> Decimal | None:
     m = rule.metric
+    if m in HEALTH_SOURCES:
+        return health_value(rule, row)
     if m == "spend":
         return Decimal(row["spend"])
     if m == "cache_hit_rate":
@@ -282,6 +296,8 @@ def _latest_run(con: duckdb.DuckDBPyConnection, rule: Rule) -> str | None:
         return value
     if kind in ("model", "call_site"):
         sql = f"SELECT trace_id FROM charges WHERE {kind} = ? ORDER BY start_time DESC LIMIT 1"
+    elif kind == "tool":
+        sql = "SELECT trace_id FROM spans WHERE tool = ? ORDER BY start_time DESC LIMIT 1"
     elif kind == "global":
         sql = "SELECT trace_id FROM runs WHERE ? IS NULL ORDER BY started_at DESC NULLS LAST LIMIT 1"
     else:
@@ -312,6 +328,7 @@ class Touched(Mapping[str, frozenset[str]]):
     agents: frozenset[str] = frozenset()
     models: frozenset[str] = frozenset()
     call_sites: frozenset[str] = frozenset()
+    tools: frozenset[str] = frozenset()  # the tools its runs called (``tool=NAME`` health rules)
 
     def __bool__(self) -> bool:
         return bool(self.traces)
@@ -323,6 +340,7 @@ class Touched(Mapping[str, frozenset[str]]):
             "model": self.models,
             "call_site": self.call_sites,
             "run": self.traces,
+            "tool": self.tools,
         }
 
     def __getitem__(self, kind: str) -> frozenset[str]:
@@ -340,17 +358,19 @@ SELECT (SELECT {'tenants': list_distinct(list(c.tenant)), 'models': list_distinc
                 'call_sites': list_distinct(list(c.call_site))}
         FROM charges c WHERE c.trace_id IN (SELECT unnest(?::VARCHAR[]))),
        (SELECT {'tenants': list_distinct(list(r.tenant)), 'agents': list_distinct(list(r.agent_name))}
-        FROM runs r WHERE r.trace_id IN (SELECT unnest(?::VARCHAR[])))
+        FROM runs r WHERE r.trace_id IN (SELECT unnest(?::VARCHAR[]))),
+       (SELECT list_distinct(list(s.tool)) FROM spans s
+        WHERE s.trace_id IN (SELECT unnest(?::VARCHAR[])) AND s.tool IS NOT NULL)
 """
 
 
 def touched_by(con: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> Touched:
-    """Tenants, agents, models and call sites of these runs (all their charges, not just new ones)."""
+    """Tenants, agents, models, call sites and tools of these runs (all their rows, not just new ones)."""
     ids = sorted(set(trace_ids))
     if not ids:
         return Touched()
-    row = con.execute(_TOUCHED, [ids, ids]).fetchone()
-    ch, ru = row or (None, None)
+    row = con.execute(_TOUCHED, [ids, ids, ids]).fetchone()
+    ch, ru, tools = row or (None, None, None)
     ch, ru = ch or {}, ru or {}
 
     def values(*lists: Any) -> frozenset[str]:
@@ -362,4 +382,5 @@ def touched_by(con: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> Touc
         values(ru.get("agents")),
         values(ch.get("models")),
         values(ch.get("call_sites")),
+        values(tools),
     )

@@ -91,23 +91,40 @@ class Governor:
 
     def after_ingest(self, con: duckdb.DuckDBPyConnection, report: IngestReport) -> list[AlertEvent]:
         """After a committed ingest: evaluate the touched rules; returns the events fired."""
-        if not report.traces or report.spans_written == 0 or self._stop.is_set():
-            return []  # invalid or already-seen spans change nothing; a closed governor does nothing
+        if not report.traces or report.spans_written == 0:
+            return []  # invalid or already-seen spans change nothing
+        cause = {
+            "traces": sorted(report.traces)[:_CAUSE_TRACES],
+            "traces_in_batch": len(report.traces),
+            "spans_written": report.spans_written,
+            "charges_written": report.charges_written,
+        }
+        return self._evaluate_touched(con, report.traces, cause)
+
+    def after_judgments(self, con: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> list[AlertEvent]:
+        """After feedback or evaluations were committed apart from an ingest (``POST /v1/feedback``):
+        the rules covering those runs are evaluated as after an ingest; returns the events fired."""
+        traces = sorted(set(trace_ids))
+        if not traces:
+            return []
+        return self._evaluate_touched(
+            con, traces, {"judged_traces": traces[:_CAUSE_TRACES], "traces_in_batch": len(traces)}
+        )
+
+    def _evaluate_touched(
+        self, con: duckdb.DuckDBPyConnection, traces: Iterable[str], cause: dict[str, Any]
+    ) -> list[AlertEvent]:
+        if self._stop.is_set():
+            return []  # a closed governor does nothing
         try:
             with self._lock:
                 self._adopt(con)
                 if not has_rules(con):  # measuring what a batch touched costs a scan of its runs
                     return []
-                touched = touched_by(con, report.traces)
+                touched = touched_by(con, traces)
                 rules = list_rules(con, covering=touched, enabled_only=True)
                 if not rules:
                     return []
-                cause = {
-                    "traces": sorted(report.traces)[:_CAUSE_TRACES],
-                    "traces_in_batch": len(report.traces),
-                    "spans_written": report.spans_written,
-                    "charges_written": report.charges_written,
-                }
                 # On a lake, figures and alerts are read and stored with the lake's write lock held, so
                 # no collector alerts on figures older than the alerts another one stored (ledger.lake_lock).
                 with lake_lock.exclusive(con):

@@ -11,6 +11,10 @@ A rule is a *scope* (whose charges count), a *window* (which time span), a
   and the cache hit rate (a floor: exceeded *below* the limit, warned below
   ``limit ÷ soft``; floors default to ``soft = 1``, i.e. no warn band, because a
   hit rate just above its floor is healthy, not nearly spent).
+* Health and quality rules (``HEALTH_METRICS``): p99 run latency in ms, the
+  model-call error rate, a tool's failure rate (``tool=NAME`` scope, or every
+  tool), safety violations (a count: ``--limit 1`` fires at the first one) and
+  the task-success floor; usually over ``rolling_5m``.
 
 Money and ratios are Decimal; nothing is compared in float.
 """
@@ -32,6 +36,7 @@ from ledger.errors import InputError, NotFound
 from .relative import RELATIVE_METRICS, Relative
 
 __all__ = [
+    "HEALTH_METRICS",
     "LEVELS",
     "METRICS",
     "SCOPE_KINDS",
@@ -55,8 +60,8 @@ __all__ = [
 
 Level = Literal["ok", "warn", "exceeded"]
 LEVELS: tuple[str, ...] = ("ok", "warn", "exceeded")  # in order of severity
-SCOPE_KINDS: tuple[str, ...] = ("global", "tenant", "agent", "model", "call_site", "run")
-WINDOWS: tuple[str, ...] = ("run", "rolling_hour", "rolling_day", "day", "month")
+SCOPE_KINDS: tuple[str, ...] = ("global", "tenant", "agent", "model", "call_site", "run", "tool")
+WINDOWS: tuple[str, ...] = ("run", "rolling_5m", "rolling_hour", "rolling_day", "day", "month")
 
 
 class BudgetError(InputError):
@@ -70,11 +75,22 @@ class UnknownBudget(NotFound):
 @dataclass(frozen=True, slots=True)
 class MetricSpec:
     name: str
-    unit: Literal["usd", "ratio", "factor"]  # factor: a relative rule's candidate over its baseline
+    unit: Literal["usd", "ratio", "ms", "count", "factor"]  # factor: a relative rule's candidate over its baseline
     direction: Literal["ceiling", "floor"]
     default_soft: float
     description: str
 
+
+# Health and quality (issue #15): measured over runs, charges, tool spans or evaluations (``evaluate``).
+HEALTH_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        "p99_run_latency", "ms", "ceiling", 0.8, "99th-percentile wall time (ms) of the runs started in the window"
+    ),
+    MetricSpec("model_call_error_rate", "ratio", "ceiling", 0.8, "failed model-call attempts / all attempts"),
+    MetricSpec("tool_failure_rate", "ratio", "ceiling", 0.8, "tool calls failed (hard or soft) / tool calls"),
+    MetricSpec("safety_violations", "count", "ceiling", 1.0, "failed safety evaluations judged in the window"),
+    MetricSpec("task_success_rate", "ratio", "floor", 1.0, "finished runs that completed with no failed evaluation"),
+)
 
 METRICS: Mapping[str, MetricSpec] = {
     m.name: m
@@ -94,6 +110,7 @@ METRICS: Mapping[str, MetricSpec] = {
         MetricSpec(
             "cost_anomaly", "factor", "ceiling", 1.0, "a run's cost over the p95 of its agent's previous runs"
         ),  # ledger.budgets.anomaly
+        *HEALTH_METRICS,
     )
 }
 
@@ -128,12 +145,19 @@ def format_ratio(value: Decimal) -> str:
 
 
 def format_metric(metric: str, value: Decimal) -> str:
-    """A metric's figure in its own unit: USD for spend and cost metrics, a percentage for rates
-    (the one format of ``budget list``, alert texts and the dashboard)."""
-    spec = METRICS.get(metric)
-    if spec is not None and spec.unit == "factor":
+    """A metric's figure in its own unit: USD for spend and cost metrics, a percentage for rates,
+    ms for latency, a whole count for violations, a multiple for factors (the one format of
+    ``budget list``, alert texts and the dashboard)."""
+    unit = spec.unit if (spec := METRICS.get(metric)) is not None else "usd"
+    if unit == "ratio":
+        return format_ratio(value)
+    if unit == "ms":
+        return f"{value:,.0f} ms"
+    if unit == "count":
+        return f"{value:,.0f}"
+    if unit == "factor":
         return f"{value:.2f}x"
-    return format_ratio(value) if spec is not None and spec.unit == "ratio" else format_money(value)
+    return format_money(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +271,7 @@ class Rule:
         object.__setattr__(self, "limit", parse_money(self.limit))
         if self.spec.unit == "ratio" and self.limit > 1:
             raise BudgetError(f"limit={self.limit} for {self.metric}: a rate is between 0 and 1")
+        _check_health_rule(self)
         if self.soft_fraction is None:
             object.__setattr__(self, "soft_fraction", self.spec.default_soft)
         soft = float(self.soft_fraction)  # type: ignore[arg-type]
@@ -327,6 +352,15 @@ class Rule:
             relative=Relative.from_dict(d["relative"]) if d.get("relative") else None,
             new=False,
         )
+
+
+def _check_health_rule(rule: Rule) -> None:
+    """A count is a whole number of at least 1 (``--limit 1``: fire at the first violation);
+    a tool scope means something only to the tool failure rate."""
+    if rule.spec.unit == "count" and (rule.limit < 1 or rule.limit != rule.limit.to_integral()):
+        raise BudgetError(f"limit={rule.limit} for {rule.metric}: a whole count >= 1 (1 fires at the first one)")
+    if rule.scope.kind == "tool" and rule.metric != "tool_failure_rate":
+        raise BudgetError(f"scope {rule.scope} counts tool calls: only the tool_failure_rate metric takes it")
 
 
 def covers(rule: Rule, values: ScopeValues) -> bool:

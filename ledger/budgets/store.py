@@ -252,7 +252,7 @@ def list_alerts(
         where.append("a.fired_at >= ?")
         params.append(naive_utc(since) if since.tzinfo else since)
     cur = con.execute(
-        f"""SELECT a.id, a.fired_at, a.budget_id, b.name AS budget, a.level, a.previous_level, a.value, a.threshold,
+        f"""SELECT a.id, a.fired_at, a.budget_id, b.name AS budget, b.metric, a.level, a.previous_level, a.value, a.threshold,
        a.window_key, a.window_start, a.window_end, a.state_key, a.figures,
        (SELECT count(*) FROM alert_deliveries d WHERE d.alert_id = a.id) AS attempts,
        (SELECT count(*) FROM alert_deliveries d WHERE d.alert_id = a.id AND d.status = 'delivered') AS delivered

@@ -5,7 +5,7 @@ over by moving a :class:`ManualClock`, never by sleeping.
 
 * ``day`` / ``month``: the calendar day or month *in the rule's time zone*
   (midnight local to midnight local, so a DST day is 23 or 25 hours long).
-* ``rolling_hour`` / ``rolling_day``: the hour or day up to now. A rolling
+* ``rolling_5m`` / ``rolling_hour`` / ``rolling_day``: the 5 minutes, hour or day up to now. A rolling
   window has no fixed instance, so alerts dedup on the *episode* (from leaving
   ok to coming back) instead; see :mod:`ledger.budgets.alerts`.
 * ``run``: one run (trace), whenever it happened.
@@ -29,7 +29,7 @@ __all__ = ["Clock", "ManualClock", "Window", "naive_utc", "system_clock", "windo
 Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware."""
 
-ROLLING = {"rolling_hour": timedelta(hours=1), "rolling_day": timedelta(days=1)}
+ROLLING = {"rolling_5m": timedelta(minutes=5), "rolling_hour": timedelta(hours=1), "rolling_day": timedelta(days=1)}
 
 
 def system_clock() -> datetime:

@@ -10,7 +10,7 @@ run's, call's or tool call's duration. Durations come from nanosecond epochs.
   count in the error figures, not in the latency (a 429 answered in 5 ms is not
   a fast call);
 * time to first token is ``gen_ai.response.time_to_first_chunk`` (seconds, on
-  streamed chat spans; ``TIME_TO_FIRST_CHUNK``), shown in ms;
+  streamed chat spans; ``TIME_TO_FIRST_CHUNK``), kept in ms on the charge at ingest (``ttft_ms``);
 * an errored run is a trace with any ERROR span (the seed's error rate), split by
   its root's ``error.type`` (``max_steps``, ``budget_exceeded``, a model call's
   cause), or ``span error`` when only a child span (a tool, an attempt) failed;
@@ -19,30 +19,24 @@ run's, call's or tool call's duration. Durations come from nanosecond epochs.
   reported); it *recovered* when a later attempt of the same call succeeded;
 * a tool call fails hard when its span has ERROR status (an exception, an
   ``is_error`` result, a denial) and softly when it ran and said "nothing
-  found" (``turnledger.tool.soft_failure``, status left UNSET).
+  found" (``turnledger.tool.soft_failure``, status left UNSET); the tool's name and
+  that flag are span columns decided at ingest (``ledger.health_columns``).
 """
 
 from __future__ import annotations
 
-from ledger import conventions as c
+from ledger.health_columns import SOFT_FAILURE
 
-from .core import NO_FILTERS, SOFT_FAILURE, Filters, Query, filtered, query
+from .core import NO_FILTERS, Filters, Query, filtered, query, run_filtered
 
 __all__ = ["error_causes", "error_rates", "model_call_latency", "run_errors", "run_latency", "tool_health"]
 
 LEVELS = (50, 95, 99)  # the percentiles every health figure reports
 
-_DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
-_RUN_MS = _DURATION_MS.format(start="started_at", end="ended_at")
-_SPAN_MS = _DURATION_MS.format(start="s.start_time", end="s.end_time")
-_FAILED_OF = "coalesce({table}status_code = 'ERROR', FALSE)"  # a failed attempt (of a table alias, e.g. "fc.")
-_FAILED = _FAILED_OF.format(table="")
-# Time to first token, ms; span JSON is parsed only for the chat spans that carry it.
-_TTFT_MS = f"json_extract(s.attributes, '$.\"{c.TIME_TO_FIRST_CHUNK}\"')::DOUBLE * 1000"
-_TOOL = f"""CASE WHEN starts_with(s.name, 'execute_tool ') THEN substr(s.name, 14)
-           ELSE coalesce(json_extract_string(s.attributes, '$."{c.TOOL_NAME}"'), s.name) END"""
-# The JSON columns are written by ``ledger.rows`` (orjson, compact): a key reads ``"key":``, so
-# the cheap probe finds the spans that carry the flag and only those are parsed.
+DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
+_RUN_MS = DURATION_MS.format(start="started_at", end="ended_at")
+_SPAN_MS = DURATION_MS.format(start="s.start_time", end="s.end_time")
+_FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
             WHEN error_type = '529' THEN 'overloaded (529)'
@@ -81,15 +75,11 @@ def model_call_latency(f: Filters = NO_FILTERS) -> Query:
 
     One row for all calls (``overall``, first), then one per provider and model.
     """
-    w, p = filtered(f)
+    w, p = filtered(f, inline_charges=True)
     return Query(
         w
-        + f""", ttft AS (
-    SELECT fc.provider, fc.model, {_TTFT_MS} AS ttft_ms
-    FROM spans s JOIN fc USING (trace_id, span_id)
-    WHERE s.operation = 'chat' AND contains(s.attributes, '"{c.TIME_TO_FIRST_CHUNK}":')
-          AND NOT {_FAILED_OF.format(table="fc.")}
-), lat AS (
+        + f""", ttft AS (SELECT provider, model, ttft_ms FROM fc WHERE ttft_ms IS NOT NULL AND NOT {_FAILED}),
+lat AS (
     SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")}
     FROM fc WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
 ), first AS (  -- aggregated apart: the streamed calls are few, joining them to every call is not
@@ -114,8 +104,7 @@ def run_errors(f: Filters = NO_FILTERS) -> Query:
         w
         + """, errored AS (
     SELECT fr.trace_id, coalesce(fr.error_type, 'span error') AS error_type FROM fr
-    WHERE fr.status_code = 'ERROR'
-       OR EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = fr.trace_id AND s.status_code = 'ERROR')
+    WHERE fr.status_code = 'ERROR' OR fr.error_spans > 0
 )
 SELECT error_type, count(*) AS runs, count(*) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
 FROM errored GROUP BY GROUPING SETS ((), (error_type)) ORDER BY error_type NULLS FIRST""",
@@ -140,12 +129,13 @@ ORDER BY overall DESC, provider NULLS FIRST, model NULLS FIRST""",
 @query
 def error_causes(f: Filters = NO_FILTERS) -> Query:
     """Failed attempts by provider, model and cause, with the retry outcome: recovered by a later attempt or not."""
-    w, p = filtered(f)
+    w, p = filtered(f, inline_charges=True)
     return Query(
         w
         + f""", failed AS (SELECT trace_id, call_id, provider, model, error_type FROM fc WHERE {_FAILED}),
-recovered AS (
-    SELECT DISTINCT trace_id, call_id FROM fc SEMI JOIN failed USING (trace_id, call_id) WHERE NOT {_FAILED}
+recovered AS (  -- a later attempt is a retry (attempt > 1): that filter drops nearly every row before the join
+    SELECT DISTINCT trace_id, call_id FROM fc SEMI JOIN failed USING (trace_id, call_id)
+    WHERE attempt > 1 AND NOT {_FAILED}
 )
 SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
        count(r.call_id) AS recovered, count(*) - count(r.call_id) AS not_recovered,
@@ -163,9 +153,9 @@ def tool_health(f: Filters = NO_FILTERS) -> Query:
     return Query(
         w
         + f""", tc AS (
-    SELECT s.trace_id, {_TOOL} AS tool, {_SPAN_MS} AS ms, s.status_code = 'ERROR' AS hard,
+    SELECT s.trace_id, s.tool, {_SPAN_MS} AS ms, s.status_code = 'ERROR' AS hard,
            s.status_code IS DISTINCT FROM 'ERROR' AND {SOFT_FAILURE} AS soft
-    FROM spans s SEMI JOIN fr USING (trace_id) WHERE s.operation = 'execute_tool'
+    FROM spans s {"SEMI JOIN fr USING (trace_id)" if run_filtered(f) else ""} WHERE s.operation = 'execute_tool'
 )
 SELECT tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
        (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95))},

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ledger import conventions as c
+from ledger.health_columns import SOFT_FAILURE
 from ledger.terms import token_columns, usd_columns, usd_sum
 
-from .core import NO_FILTERS, ROW_HIT_RATE, SOFT_FAILURE, Filters, Query, choose, filtered, query, sums, verdict_sql
+from .core import NO_FILTERS, ROW_HIT_RATE, Filters, Query, choose, filtered, query, sums, verdict_sql
 
 __all__ = [
     "find_runs",
