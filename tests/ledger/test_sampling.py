@@ -18,6 +18,7 @@ import pytest
 from collector.cli import main
 from collector.otlp import read_file
 from ledger import queries as q
+from ledger.content import load_turn
 from ledger.ingest import ingest
 from ledger.runs import refresh_runs
 from ledger.sampling import Sampler, SamplingPolicy, apply_sampling, kept_by_hash
@@ -51,6 +52,12 @@ def _detail(con) -> dict[str, tuple[str, int]]:  # type: ignore[no-untyped-def]
     return {t: (h, n) for t, h, n in rows}
 
 
+def _turns(con, traces) -> dict[tuple[str, str], object]:  # type: ignore[no-untyped-def]
+    """Every captured call of these runs, rebuilt (request and response) from the content store."""
+    calls = con.execute("SELECT trace_id, span_id FROM contexts WHERE trace_id IN (SELECT unnest(?))", [traces])
+    return {(t, s): load_turn(con, t, s) for t, s in calls.fetchall()}
+
+
 def _report(path: Path, capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
     capsys.readouterr()
     assert main(["report", "--json", "--db", str(path)]) == 0
@@ -65,6 +72,8 @@ def test_sampling_keeps_every_failed_runs_detail_a_tenth_of_the_rest_and_every_c
     unsampled = open_ledger(simulated, read_only=True)
     before, runs_before = _detail(unsampled), _runs_rows(unsampled)
     health_before = [q.records(unsampled, b()) for b in (q.tool_health, q.run_latency, q.error_causes)]
+    some = sorted(t for t, (_, contexts) in before.items() if contexts)[:60]
+    turns_before = _turns(unsampled, some)
     unsampled.close()
     path = _copy(simulated, tmp_path / "sampled.duckdb")
     con = open_ledger(path)
@@ -92,6 +101,9 @@ def test_sampling_keeps_every_failed_runs_detail_a_tenth_of_the_rest_and_every_c
     assert 0.05 * len(ordinary) <= len(kept) <= 0.15 * len(ordinary), (len(kept), len(ordinary))
     for t in ordinary - kept:
         assert after[t][1] == 0 and after[t][0] != before[t][0]  # content gone, spans thinned
+    # The blocks a kept run shares with dropped ones survive: its every turn rebuilds exactly.
+    still_kept = [t for t in some if t in due or t in kept]
+    assert still_kept and _turns(con, still_kept) == {k: v for k, v in turns_before.items() if k[0] in still_kept}
 
     assert _runs_rows(con) == runs_before  # every run row, its cost included, exactly
     assert [q.records(con, b()) for b in (q.tool_health, q.run_latency, q.error_causes)] == health_before
