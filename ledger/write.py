@@ -45,6 +45,7 @@ class IngestReport:
     received: int = 0
     spans_written: int = 0
     charges_written: int = 0
+    judgments_written: int = 0  # feedback and evaluations (``evaluations`` rows): rules on them are measured anew
     rejected: list[str] = field(default_factory=list)  # "trace/span: reason"
     unpriced_models: set[str] = field(default_factory=set)
     traces: set[str] = field(default_factory=set)
@@ -115,6 +116,7 @@ def write(
         written = _write_tables(con, tables, firsts, defer_runs, copy_index, ignore_existing=True)
     report.spans_written = written.rows.get("spans", 0)
     report.charges_written = written.rows.get("charges", 0)
+    report.judgments_written = written.rows.get("evaluations", 0)
     report.traces |= written.uncharged.keys()
     return report
 

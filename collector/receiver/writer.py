@@ -189,6 +189,7 @@ def merge_reports(a: IngestReport, b: IngestReport) -> IngestReport:
         received=a.received + b.received,
         spans_written=a.spans_written + b.spans_written,
         charges_written=a.charges_written + b.charges_written,
+        judgments_written=a.judgments_written + b.judgments_written,
         rejected=(a.rejected + b.rejected)[:_MAX_MERGED_REJECTIONS],
         unpriced_models=a.unpriced_models | b.unpriced_models,
         traces=a.traces | b.traces,

@@ -91,25 +91,16 @@ class Governor:
 
     def after_ingest(self, con: duckdb.DuckDBPyConnection, report: IngestReport) -> list[AlertEvent]:
         """After a committed ingest: evaluate the touched rules; returns the events fired."""
-        if not report.traces or report.spans_written == 0:
-            return []  # invalid or already-seen spans change nothing
+        if not report.traces or not (report.spans_written or report.judgments_written):
+            return []  # invalid or already-seen spans (and feedback) change nothing
         cause = {
             "traces": sorted(report.traces)[:_CAUSE_TRACES],
             "traces_in_batch": len(report.traces),
             "spans_written": report.spans_written,
             "charges_written": report.charges_written,
+            "judgments_written": report.judgments_written,
         }
         return self._evaluate_touched(con, report.traces, cause)
-
-    def after_judgments(self, con: duckdb.DuckDBPyConnection, trace_ids: Iterable[str]) -> list[AlertEvent]:
-        """After feedback or evaluations were committed apart from an ingest (``POST /v1/feedback``):
-        the rules covering those runs are evaluated as after an ingest; returns the events fired."""
-        traces = sorted(set(trace_ids))
-        if not traces:
-            return []
-        return self._evaluate_touched(
-            con, traces, {"judged_traces": traces[:_CAUSE_TRACES], "traces_in_batch": len(traces)}
-        )
 
     def _evaluate_touched(
         self, con: duckdb.DuckDBPyConnection, traces: Iterable[str], cause: dict[str, Any]

@@ -1,8 +1,8 @@
 """Issue 15, item 6: alerts on health and quality through the budget rules.
 
-Evaluation rows are inserted directly (``judge``), the way the feedback route and
-the ``gen_ai.evaluation.result`` ingest will write them; the governor is told of
-them by ``after_judgments`` (feedback) or by the ingest of the trace (span events).
+Feedback is written as ``POST /v1/feedback`` writes it (``ledger.quality`` →
+``ledger.write``) and the governor hears of it like of any commit; evaluation rows
+are also inserted directly (``judge``) beside an ingest of their trace.
 The latency rule reads the committed harness scenario ``pto_happy_path`` (2.15 s)
 and the same run with its first tool scripted to take 5 s longer.
 """
@@ -24,8 +24,11 @@ from ledger.budgets.evaluate import evaluate
 from ledger.budgets.rules import BudgetError, format_metric
 from ledger.budgets.windows import ManualClock
 from ledger.ingest import ingest
+from ledger.quality import feedback_judgment
+from ledger.rows import judgment_batch
 from ledger.spans import SpanRecord
 from ledger.store import open_ledger
+from ledger.write import IngestReport, write
 
 from .conftest import NOON_ISH, ns, spend_spans
 
@@ -52,6 +55,12 @@ def judge(con, trace_id: str, *, failed: bool, safety: bool, at, name: str = "sa
     )
 
 
+def feedback(con, trace_id: str, *, score: float, name: str, at) -> IngestReport:  # type: ignore[no-untyped-def]
+    """One feedback judgment committed the way the receiver's ``POST /v1/feedback`` commits it."""
+    doc = {"trace_id": trace_id, "score": score, "name": name}
+    return write(con, [judgment_batch([feedback_judgment(doc, None, now_ns=ns(at))])])
+
+
 def test_a_safety_evaluation_with_a_violation_fires_exactly_one_alert_delivered_to_the_webhook(
     tmp_path, clock, receiver
 ):
@@ -65,13 +74,12 @@ def test_a_safety_evaluation_with_a_violation_fires_exactly_one_alert_delivered_
     first = spend_spans("0.01", at=NOON_ISH, key="safe-run", root=True)
     assert governor.after_ingest(con, ingest(con, first)) == []  # a run with no judgment: nothing to say
     trace = first[0].trace_id
-    judge(con, trace, failed=True, safety=False, at=clock(), name="helpfulness")  # failed, not a safety one
-    judge(con, trace, failed=False, safety=True, at=clock())  # a safety judgment that passed
-    assert governor.after_judgments(con, [trace]) == []
+    # Failed but not a safety judgment; then a safety judgment that passed.
+    assert governor.after_ingest(con, feedback(con, trace, score=-1, name="helpfulness", at=clock())) == []
+    assert governor.after_ingest(con, feedback(con, trace, score=1, name="safety", at=clock())) == []
 
     clock.advance(timedelta(seconds=30))
-    judge(con, trace, failed=True, safety=True, at=clock())  # the violation (feedback path)
-    fired = governor.after_judgments(con, [trace])
+    fired = governor.after_ingest(con, feedback(con, trace, score=-1, name="safety", at=clock()))  # the violation
     assert [(e.level, e.value) for e in fired] == [("exceeded", Decimal(1))]
 
     clock.advance(timedelta(seconds=30))  # a second violation in the same episode, through an ingest
