@@ -93,7 +93,7 @@ def test_serve_refuses_a_ledger_another_collector_owns_and_a_busy_port(make_serv
     assert other.returncode == 2
     assert "cannot open ledger" in out and "owns the file" in out
     port = int(owner.url.rsplit(":", 1)[1])
-    assert main(["serve", "--port", str(port), "--db", str(tmp_path / "other.duckdb")]) == 2
+    assert main(["serve", "--port", str(port), "--grpc-port", "0", "--db", str(tmp_path / "other.duckdb")]) == 2
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
