@@ -64,7 +64,9 @@ def test_reads_through_the_server_print_what_the_file_gives_after_it_stops(ledge
     monkeypatch.delenv("TURNLEDGER_TOKEN", raising=False)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start_cli("serve", "--port", str(port), "--grpc-port", "0", "--db", str(ledger_file), "--sweep-interval", "3600")
+    proc = start_cli(
+        "serve", "--port", str(port), "--grpc-port", "0", "--db", str(ledger_file), "--sweep-interval", "3600"
+    )
     try:
         wait_healthy(url)
         # The file is held: the error says exactly how to read through the server instead.

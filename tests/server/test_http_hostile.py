@@ -195,7 +195,9 @@ def test_a_million_attribute_gzip_body_is_413_within_the_memory_bound(tmp_path):
         decode_protobuf(body)
     port = free_port()
     # Its own process, decoding on its own threads, so its peak RSS is the whole cost.
-    proc = start_cli("serve", "--port", str(port), "--grpc-port", "0", "--db", str(tmp_path / "l.duckdb"), "--decode-workers", "0")
+    proc = start_cli(
+        "serve", "--port", str(port), "--grpc-port", "0", "--db", str(tmp_path / "l.duckdb"), "--decode-workers", "0"
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url)
