@@ -196,8 +196,7 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
     _settle(page, "Where the money goes", charts=5)
     page.get_by_test_id("stSidebar").get_by_role("button", name="Refresh", exact=True).click()
     _settle(page, usd(cost["total_usd"]), charts=5)
-    page.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).click()
-    page.get_by_role("option", name="globex", exact=True).click()
+    _pick(page, "Tenant", "globex")
     globex = rows(extended_db, q.cost_per_run(q.Filters(tenant="globex"))).to_dict("records")[0]
     _settle(page, usd(globex["total_usd"]), charts=5)
     assert page.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).input_value() == "globex"
@@ -369,12 +368,20 @@ def test_a_budget_is_added_edited_and_removed_in_the_ui(budget_dashboard, browse
 def _pick(page: Any, label: str, option: str) -> None:
     """Choose ``option`` in the selectbox named ``label``: typed (long lists are virtualised), then Enter
     (a click on the option raced the list re-rendering as it filters, on a loaded machine)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     box = page.get_by_role("combobox", name=label, exact=True)
-    box.click()
-    page.keyboard.type(option)
-    page.get_by_role("option", name=option, exact=True).wait_for()
+    for attempt in range(3):  # a click while the page re-runs (after a refresh) can be lost: open it again
+        box.click()
+        page.keyboard.type(option)
+        try:
+            page.get_by_role("option", name=option, exact=True).wait_for(timeout=20_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
     page.keyboard.press("Enter")
     expect(box).to_have_value(option, timeout=30_000)
 
