@@ -103,6 +103,11 @@ OUTPUT_SPEED = {OPUS: 0.020, SONNET: 0.012, HAIKU: 0.005}
 STORMS = ((0.18, 0.03), (0.52, 0.04), (0.81, 0.025))  # (start, length) as fractions of the run sequence
 
 
+def now_ns() -> int:
+    """Where a simulation's window ends by default (one name, so a test can fix the clock)."""
+    return time.time_ns()
+
+
 def _output_speed(model: str) -> float:
     return OUTPUT_SPEED.get(model, 0.012)
 
@@ -414,7 +419,7 @@ def simulate(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers!r}")
     spread = int(days * 86_400e9)
-    start = (end_ns or time.time_ns()) - spread
+    start = (end_ns or now_ns()) - spread
     plans = _with_warm_caches([plan_run(seed, i, runs, start, spread) for i in range(runs)])
     summary = SimulationSummary()
     t0 = time.perf_counter()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from collector.cli import main
 from collector.cli.simulate import Progress
+from collector.demo import simulate as simulate_module
 from collector.demo.simulate import MODELS, plan_run, simulate
 from collector.demo.simulated_time import VirtualClock
 from collector.harness import InMemoryObserver
@@ -160,14 +160,16 @@ def _run_starts(db: Path) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize(("flags", "window_s"), [([], 86_400), (["--hours", "2"], 7_200), (["--days", "3"], 259_200)])
-def test_runs_start_in_a_window_that_ends_now(tmp_path: Path, flags: list[str], window_s: int) -> None:
+def test_runs_start_in_a_window_that_ends_now(
+    tmp_path: Path, flags: list[str], window_s: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "sim.duckdb"
-    before = time.time_ns()
+    now = 1_796_150_000 * 10**9  # "now" fixed, so the window's bounds are exact, whatever the machine's speed
+    monkeypatch.setattr(simulate_module, "now_ns", lambda: now)
     assert main(["simulate", "--runs", "40", "--seed", "6", "--db", str(db), "--quiet", *flags]) == 0
-    after = time.time_ns()
     first, last = _run_starts(db)
-    # Order only: every run starts inside [start of the command - window, end of the command] ...
-    assert before - window_s * 10**9 <= first <= last <= after
+    # Every run starts inside [now - window, now] ...
+    assert now - window_s * 10**9 <= first <= last <= now
     # ... and the seed's runs spread over most of the window (their offsets are fixed by the seed).
     assert last - first >= window_s * 10**9 * 0.8
 
