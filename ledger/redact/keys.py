@@ -43,9 +43,8 @@ class KeyRule:
         extra = [w for w in extra_words if w.strip()]
         self.words = tuple(dict.fromkeys((*SECRET_KEY_WORDS, *(_joined(w) for w in extra))))
         # An extra word's first part is in every spelling of a key that holds it (routing_number: "routing").
-        self.fragments = tuple(
-            dict.fromkeys((*_KEY_FRAGMENTS, *(_WORD.findall(w)[0].lower() for w in extra if _WORD.findall(w))))
-        )
+        firsts = (words[0].lower() for w in extra if (words := _WORD.findall(w)))
+        self.fragments = tuple(dict.fromkeys((*_KEY_FRAGMENTS, *firsts)))
         self.is_secret = lru_cache(maxsize=16_384)(self._is_secret)
 
     def _is_secret(self, key: object) -> bool:
