@@ -54,6 +54,7 @@ __all__ = [
     "RunPlan",
     "SimulationSummary",
     "execute",
+    "now_ns",
     "plan_run",
     "research_tools",
     "simulate",
