@@ -19,7 +19,8 @@ from dashboard import budget_edits, ui
 from dashboard.loaders import budgets as load_budgets
 from dashboard.loaders import load
 from ledger import queries as q
-from ledger.budgets.rules import METRICS, WINDOWS, Rule, format_metric, format_money
+from ledger.budgets.alerts import format_figure
+from ledger.budgets.rules import METRICS, WINDOWS, Rule, format_money
 from ledger.budgets.service import budget_row
 from ledger.errors import TurnledgerError
 
@@ -33,11 +34,11 @@ EMPTY = (
 _DONE_KEY = "_tl_budget_done"
 
 
-def _in_unit(metric: Any, value: Any) -> str:
-    """An alert's figure in its rule's unit; "—" when missing."""
+def _in_unit(metric: Any, value: Any, relative: Any) -> str:
+    """An alert's figure in its rule's unit (a factor for a baseline-relative rule); "—" when missing."""
     if value is None or pd.isna(value):
         return "—"
-    return format_metric(str(metric), Decimal(str(value)))
+    return format_figure(str(metric), Decimal(str(value)), relative=bool(relative))
 
 
 def _burn_rate(now: dict[str, Any]) -> str:
@@ -247,8 +248,10 @@ def _alerts() -> None:
     if alerts.empty:
         st.caption("No alerts have fired.")
         return
-    alerts["value"] = [_in_unit(m, v) for m, v in zip(alerts["metric"], alerts["value"], strict=True)]
-    alerts["limit"] = [_in_unit(m, v) for m, v in zip(alerts["metric"], alerts["limit_value"], strict=True)]
+    for shown_as, column in (("value", "value"), ("limit", "limit_value")):
+        alerts[shown_as] = [
+            _in_unit(m, v, r) for m, v, r in zip(alerts["metric"], alerts[column], alerts["relative"], strict=True)
+        ]
     alerts["figures"] = [_alert_summary(x) for x in alerts["figures"].map(ui.parsed_json)]
     alerts["budget"] = alerts["budget"].fillna("(removed)")
     shown = ["fired_at", "level", "budget", "metric", "value", "limit", "time_window", "scope_kind", "scope_value",

@@ -35,7 +35,7 @@ from .rules import LEVELS, Level, Rule, decimal_str, format_metric
 from .store import alert_history, insert_alerts
 from .windows import Window
 
-__all__ = ["AlertBook", "AlertEvent", "AlertState", "format_value", "transition"]
+__all__ = ["AlertBook", "AlertEvent", "AlertState", "format_figure", "format_value", "transition"]
 
 _RANK = {name: i for i, name in enumerate(LEVELS)}
 _ICON = {"ok": "✅", "warn": "⚠️", "exceeded": "🛑"}
@@ -49,10 +49,14 @@ class AlertState:
 
 
 def format_value(rule: Rule, value: Decimal | None) -> str:
-    """A rule's figure in its unit (``rules.format_metric``; a relative rule's is a factor: ``2.35x``), or "no data"."""
-    if value is not None and rule.relative is not None:
-        return f"{value:.2f}x"
-    return "no data" if value is None else format_metric(rule.metric, value)
+    """A rule's figure in its unit, or "no data"."""
+    return "no data" if value is None else format_figure(rule.metric, value, relative=rule.relative is not None)
+
+
+def format_figure(metric: str, value: Decimal, *, relative: bool) -> str:
+    """A figure of a rule on ``metric`` in its unit (``rules.format_metric``); a relative rule's
+    value and limit are a factor of its baseline instead: ``2.35x``."""
+    return f"{value:.2f}x" if relative else format_metric(metric, value)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ def alert_history(limit: int = 200) -> Query:
     """Alerts fired, newest first, with their budget and how delivery went."""
     return Query(
         """SELECT a.fired_at, a.level, b.name AS budget, b.scope_kind, b.scope_value, b.time_window, b.metric,
-       a.value, b.limit_value AS limit_value, a.window_start, a.figures,
+       b.relative IS NOT NULL AS relative, a.value, b.limit_value AS limit_value, a.window_start, a.figures,
        (SELECT count(*) FROM alert_deliveries d WHERE d.alert_id = a.id) AS delivery_attempts,
        (SELECT arg_max(d.status, d.attempted_at) FROM alert_deliveries d WHERE d.alert_id = a.id) AS last_delivery
 FROM alerts a LEFT JOIN budgets b ON b.id = a.budget_id ORDER BY a.fired_at DESC, a.id LIMIT ?""",

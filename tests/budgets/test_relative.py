@@ -185,7 +185,15 @@ def test_the_budgets_page_lists_a_relative_rule(app, tmp_path, clock) -> None:  
     con = open_ledger(db)
     add_rule(con, _rule("error_rate", "2", rollback=ROLLBACK))
     ingest(con, runs("v6", 30, 3, at=clock()) + runs("v7", 30, 9, at=clock()))
+    # An alert of this rule: its value and limit are factors of the baseline, not the metric's rate.
+    con.execute(
+        "INSERT INTO alerts (id, budget_id, level, fired_at, value) VALUES ('a1', 'b_rel', 'exceeded', now(), 3)"
+    )
     con.close()
     at = app(db, "budgets")
-    table = next(df.value for df in at.dataframe if "limit" in df.value.columns)
+    table = next(df.value for df in at.dataframe if "limit" in df.value.columns and "name" in df.value.columns)
     assert table[["name", "limit"]].to_dict("records") == [{"name": "rel", "limit": "2.00x"}]
+    alerts = next(df.value for df in at.dataframe if "fired_at" in df.value.columns)
+    assert alerts[["budget", "value", "limit"]].to_dict("records") == [
+        {"budget": "rel", "value": "3.00x", "limit": "2.00x"}
+    ]
