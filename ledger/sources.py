@@ -231,14 +231,15 @@ class SourceSpec:
     location: str  # ledger path or server base URL
     token: str | None = None
 
-    def describe(self) -> str:
+    def describe(self, *, reading: bool = True) -> str:
+        """Where it is, in words for a status line: "server URL", "file PATH" or "lake TARGET"
+        (without its password), marked read-only when read straight from storage."""
         if self.kind == "server":
             return f"server {self.location}"
         from . import lake  # here: it loads DuckDB, which a server source never needs
 
-        if lake.is_lake_target(self.location):
-            return f"lake {lake.shown(self.location)} (read-only)"
-        return f"file {self.location} (read-only)"
+        where = f"lake {lake.shown(self.location)}" if lake.is_lake_target(self.location) else f"file {self.location}"
+        return f"{where} (read-only)" if reading else where
 
 
 def source_spec(db: Path | str | None = None, server: str | None = None) -> SourceSpec:

@@ -52,7 +52,7 @@ def _client(a: argparse.Namespace, *, reading: bool = False) -> ServerClient | N
     """Through the server ``--server``/TURNLEDGER_SERVER names (``ledger.sources.source_spec``), else None;
     which one is used is announced on stderr, a read in the other read commands' words."""
     spec = source_spec(a.db, a.server)
-    where = f"reading {spec.describe()}" if reading else f"writing {spec.kind} {spec.location}"
+    where = f"reading {spec.describe()}" if reading else f"writing {spec.describe(reading=False)}"
     print(f"turnledger: {where}", file=sys.stderr)
     return ServerClient(spec.location, spec.token) if spec.kind == "server" else None
 

@@ -34,7 +34,7 @@ def target(a: argparse.Namespace) -> Iterator[ServerClient | duckdb.DuckDBPyConn
     from ledger.sources import source_spec
 
     spec = source_spec(a.db, a.server)
-    print(f"turnledger: writing {spec.kind} {spec.location}", file=sys.stderr)
+    print(f"turnledger: writing {spec.describe(reading=False)}", file=sys.stderr)
     if spec.kind == "server":
         from collector.client import ServerClient
 

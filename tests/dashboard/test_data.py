@@ -116,6 +116,16 @@ def test_source_choice_server_first_then_file(monkeypatch, tmp_path):
     assert parse_app_args(["--db", "x.duckdb", "--unknown"]).db == Path("x.duckdb")
 
 
+def test_a_source_is_named_by_its_kind_and_a_lake_without_its_password(monkeypatch):
+    """The status lines ("turnledger: reading …" / "writing …", the sidebar's "Reading from")."""
+    monkeypatch.delenv("TURNLEDGER_SERVER", raising=False)
+    lake = source_spec("ducklake:postgres:dbname=tl host=db.internal password=hunter2")
+    assert lake.describe() == "lake ducklake:postgres:dbname=tl host=db.internal password=*** (read-only)"
+    assert lake.describe(reading=False) == "lake ducklake:postgres:dbname=tl host=db.internal password=***"
+    assert source_spec("t.duckdb").describe(reading=False) == "file t.duckdb"
+    assert source_spec(None, "http://h:4318").describe(reading=False) == "server http://h:4318"
+
+
 def test_streamlit_command_is_headless_local_and_passes_the_db(tmp_path):
     cmd = cli.streamlit_command(db=tmp_path / "l.duckdb", port=8765)
     assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4] == str(cli.APP)
