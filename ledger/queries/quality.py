@@ -113,14 +113,19 @@ FROM evaluations WHERE trace_id = ? ORDER BY time, eval_id""",
 
 @query
 def review_queue(f: Filters = NO_FILTERS, status: str | None = "open", limit: int = 500) -> Query:
-    """Review items of the filtered runs (``status`` open/closed, or None for both), newest first."""
+    """Review items of the filtered runs (``status`` open/closed, or None for both), newest first.
+
+    An item whose run has no spans yet (feedback, or a hand-queued trace id, ahead of its
+    spans) has nothing a filter could match, so it is listed whatever the filters: hiding it
+    would lose the complaint until the spans arrive."""
     w, p = filtered(f)
     return Query(
         w
         + f"""SELECT q.trace_id, q.reason, q.entered_at, q.status, q.tags, q.note, q.reviewer, q.closed_at,
-       {_VERSION}, fr.stop_cause, fr.usd_total, fr.started_at
-FROM review_items q JOIN fr USING (trace_id)
-WHERE (?::VARCHAR IS NULL OR q.status = ?)
+       {_VERSION}, CASE WHEN fr.trace_id IS NULL THEN 'spans not received yet' ELSE fr.stop_cause END AS stop_cause, fr.usd_total, fr.started_at
+FROM review_items q LEFT JOIN fr ON fr.trace_id = q.trace_id
+WHERE (fr.trace_id IS NOT NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.trace_id = q.trace_id))
+  AND (?::VARCHAR IS NULL OR q.status = ?)
 ORDER BY q.entered_at DESC, q.trace_id LIMIT ?""",
         [*p, status, status, limit],
     )

@@ -84,6 +84,26 @@ def test_review_page_lists_the_queue_and_tags_a_run(app, quality_db):  # noqa: F
     assert healthy not in {item["trace_id"]}
 
 
+def test_review_page_lists_an_item_whose_spans_have_not_arrived(app, quality_db):  # noqa: F811
+    """A run queued by hand (or by feedback) ahead of its spans is listed, filters or not, saying so."""
+    db, trace, _ = quality_db
+    early = "ab" * 16
+    con = open_ledger(db)
+    try:
+        review.add(con, early, note="user says it hung")
+    finally:
+        con.close()
+    at = app(db, "review")
+    queue = table(at, "trace_id", "reason").set_index("trace_id")
+    assert queue.index.tolist() == [early, trace]  # newest first
+    assert (
+        queue.loc[early, "stop_cause"] == "spans not received yet"
+        and queue.loc[trace, "stop_cause"] != queue.loc[early, "stop_cause"]
+    )
+    at.sidebar.selectbox(key="f_tenant").set_value("acme").run()
+    assert early in table(at, "trace_id", "reason")["trace_id"].tolist()
+
+
 def test_the_run_explorer_shows_the_runs_judgments(app, quality_db):  # noqa: F811
     db, trace, _ = quality_db
     at = app(db, "run_explorer", trace=trace)
