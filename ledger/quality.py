@@ -134,17 +134,37 @@ class QualityPolicy:
         known = {f.name for f in fields(cls)}
         if not isinstance(doc, dict) or set(doc) - known:
             raise InputError(f"TURNLEDGER_QUALITY: give a JSON object of {sorted(known)}")
-        changes: dict[str, Any] = {}
-        for key, value in doc.items():
-            if key == "evaluation_pass_thresholds":
-                changes[key] = {str(k): float(v) for k, v in dict(value).items()}
-            elif key in ("feedback_fail_at_or_below", "evaluation_pass_at_least"):
-                changes[key] = float(value)
-            elif key == "review_tags":  # the fixed list, extended
-                changes[key] = tuple(dict.fromkeys((*REVIEW_TAGS, *map(str, value))))
-            else:
-                changes[key] = frozenset(str(v).lower() for v in value)
+        changes = {key: _policy_field(key, value) for key, value in doc.items()}
         return replace(cls(), **changes)
+
+
+def _policy_field(key: str, value: Any) -> Any:
+    """One ``TURNLEDGER_QUALITY`` field as the policy holds it; a wrong type is an InputError naming the field."""
+    wanted = {"evaluation_pass_thresholds": "an object of numbers", "feedback_fail_at_or_below": "a number",
+              "evaluation_pass_at_least": "a number"}.get(key, "a list of strings")  # fmt: skip
+    try:
+        if key == "evaluation_pass_thresholds":
+            if not isinstance(value, dict):
+                raise TypeError(key)
+            return {str(k): _number(v) for k, v in value.items()}
+        if key in ("feedback_fail_at_or_below", "evaluation_pass_at_least"):
+            return _number(value)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError(key)
+        if key == "review_tags":  # the fixed list, extended
+            return tuple(dict.fromkeys((*REVIEW_TAGS, *value)))
+        return frozenset(v.lower() for v in value)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"TURNLEDGER_QUALITY: {key} must be {wanted}, not {orjson.dumps(value)[:80].decode()}"
+        ) from None
+
+
+def _number(value: Any) -> float:
+    """A finite JSON number (not a boolean, not a string)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(value)
+    return float(value)
 
 
 @cache

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from collector.cli import main
 from collector.demo.samples import build
 from ledger.content import load_turn
+from ledger.errors import InputError
 from ledger.ingest import ingest
 from ledger.store import open_ledger
 
@@ -51,3 +54,35 @@ def test_feedback_queue_tag_close_and_export_on_the_file(tmp_path, capsys, monke
     assert case["tags"] == ["bad_plan", "tool_misuse"] and case["outcome"]["stop_cause"] == "completed"
     assert main(["cases", "export", "--tag", "hallucination", "--out", str(out), *db_args]) == 0
     assert out.read_text() == ""
+
+
+@pytest.mark.parametrize(
+    ("setting", "field"),
+    [
+        ('{"evaluation_pass_at_least": "high"}', "evaluation_pass_at_least"),
+        ('{"feedback_fail_at_or_below": true}', "feedback_fail_at_or_below"),
+        ('{"evaluation_pass_thresholds": [0.5]}', "evaluation_pass_thresholds"),
+        ('{"evaluation_pass_thresholds": {"helpful": null}}', "evaluation_pass_thresholds"),
+        ('{"review_tags": "slow"}', "review_tags"),
+        ('{"safety_names": [1, 2]}', "safety_names"),
+        ('{"colour": "blue"}', "give a JSON object"),
+        ("[1", "not JSON"),
+    ],
+)
+def test_serve_refuses_a_wrong_quality_policy_at_start_naming_the_field(setting, field, tmp_path, monkeypatch):
+    """A wrong TURNLEDGER_QUALITY stops `serve` before it listens, in one line naming the field; found
+    only at the first judgment, it would fail every feedback post instead."""
+    import argparse
+
+    from collector.cli.serve import _config, add_serve
+    from ledger.quality import policy
+
+    parser = argparse.ArgumentParser()
+    add_serve(parser)
+    monkeypatch.setenv("TURNLEDGER_QUALITY", setting)
+    policy.cache_clear()
+    try:
+        with pytest.raises(InputError, match=f"TURNLEDGER_QUALITY.*{field}"):
+            _config(parser.parse_args(["--db", str(tmp_path / "x.duckdb")]))
+    finally:
+        policy.cache_clear()

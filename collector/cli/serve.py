@@ -176,6 +176,7 @@ def add_up(p: argparse.ArgumentParser) -> None:
 def _config(a: argparse.Namespace) -> ServerConfig:
     from collector.receiver.server import ServerConfig
     from ledger.pricing import PriceBook
+    from ledger.quality import policy as quality_policy
 
     if a.max_body_mb <= 0 or a.queue_spans <= 0:
         raise TurnledgerError(f"--max-body-mb ({a.max_body_mb}) and --queue-spans ({a.queue_spans}) must be positive")
@@ -195,6 +196,7 @@ def _config(a: argparse.Namespace) -> ServerConfig:
         redact = redaction_settings()[0]  # checked here, before any decoder process starts
     except ValueError as exc:
         raise TurnledgerError(str(exc)) from None
+    quality_policy()  # TURNLEDGER_QUALITY checked at start, not at the first judgment an exporter sends
     return ServerConfig(
         host=a.host,
         port=a.port,
