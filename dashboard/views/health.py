@@ -110,7 +110,8 @@ def render() -> None:
         cols[5],
         "Errored runs",
         pct(runs.get("share_of_runs")),
-        "Runs with any ERROR span: a failed tool or call, the step cap, a budget stop.",
+        "Runs with any ERROR span: a failed tool or call, the step cap, a budget stop. (Compare's error "
+        "rate counts only the runs that ended in error, stop cause `error`.)",
         delta=f"{count(runs.get('runs'))} runs",
         delta_color="off",
     )
