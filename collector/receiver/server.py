@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import aiologic
 import duckdb
 
+from ledger import lake
 from ledger.budgets.windows import system_clock
 from ledger.pricing import PriceBook
 from ledger.sampling import Sampler, SamplingPolicy
@@ -203,9 +204,12 @@ class CollectorServer:
         if self._owns_con:
             # Fold the write-ahead log into the file, so a cleanly stopped ledger is one
             # self-contained file (DuckDB skips this on close when the WAL came from a
-            # crash replay and nothing was written since).
-            with suppress(duckdb.Error):
-                self.con.execute("CHECKPOINT")
+            # crash replay and nothing was written since). Never on a lake: there CHECKPOINT
+            # is maintenance (flushing inlined rows, merging files: commits of its own), which
+            # is the maintenance leader's, under the lake lock (ledger.maintain).
+            if not lake.is_lake(self.con):
+                with suppress(duckdb.Error):
+                    self.con.execute("CHECKPOINT")
             self.con.close()
 
     def __enter__(self) -> CollectorServer:
