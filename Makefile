@@ -12,9 +12,11 @@ STAMP  := $(VENV)/.installed
 run: install
 	$(TL) up --db $(DB)
 
-## test: install everything (incl. Debian chromium for browser tests) and run the whole suite
+## test: install everything (incl. Debian chromium for browser tests) and run the whole suite,
+## on two workers (WORKERS=0 for one process), each test file kept whole on one worker
+WORKERS ?= 2
 test: install browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile
 
 install: $(STAMP)
 

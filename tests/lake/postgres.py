@@ -60,8 +60,15 @@ class PostgresServer:
         self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
 
     def create_database(self, name: str) -> str:
-        """A new empty database; returns its libpq connection string."""
-        self._run("createdb", *self._client_args(), name)
+        """A new empty database; returns its libpq connection string.
+
+        Over a connection rather than ``createdb``: a test's database costs no process start
+        (``runuser`` + ``createdb`` took 0.5 s of a loaded machine per test)."""
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.dsn("postgres"), autocommit=True) as pg:
+            pg.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         return self.dsn(name)
 
     def dump(self, dbname: str, path: Path) -> None:

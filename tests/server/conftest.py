@@ -24,6 +24,7 @@ from collector.receiver import CollectorServer, ServerConfig
 from ledger import conventions as c
 from ledger.spans import SpanRecord
 from tests.budgets.conftest import receiver  # noqa: F401  (a fixture: a local webhook receiver)
+from tests.conftest import copy_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_790_000_000_000_000_000
@@ -118,11 +119,11 @@ def run_spans(key: str, turns: int = 2, *, model: str = "claude-sonnet-5", start
 
 
 @pytest.fixture
-def make_server(tmp_path: Path) -> Iterator[Callable[..., CollectorServer]]:
+def make_server(tmp_path: Path, migrated_ledger: Path) -> Iterator[Callable[..., CollectorServer]]:
     started: list[CollectorServer] = []
 
     def _make(**config: Any) -> CollectorServer:
-        config.setdefault("db", tmp_path / "ledger.duckdb")
+        config.setdefault("db", copy_ledger(migrated_ledger, tmp_path / "ledger.duckdb"))
         server = CollectorServer(ServerConfig(port=0, **config)).start()
         started.append(server)
         return server
