@@ -4,12 +4,15 @@ Each configuration starts real `turnledger serve` processes (the file; a lake wi
 local disk; the same on S3, moto's S3-compatible server), posts the same OTLP protobuf bodies (a
 seeded simulate, encoded by the OpenTelemetry SDK as its exporter sends them) from one client
 threads per collector (``--clients``), split evenly, and times from the first post to the last acknowledgement
-(every 200 means committed). CPU is that of the collector processes (their decode workers
-included) and of the PostgreSQL server, per span. Configurations alternate within each round;
-the figures are the median and range over rounds, and the ratio to the file's median.
+(every 200 means committed). CPU per span is that of the collector processes (their decode workers
+included) and of the PostgreSQL server, apart; "busy cores" is all that CPU over the elapsed time
+(below the core count: the ingest waits on something else than CPU, the serialized commit).
+Configurations alternate within each round; the figures are the median and range over rounds,
+and the ratio to the file's median. Each configuration starts on an empty ledger.
 
-Usage: ``python benchmarks/lake_ingest.py [--rounds N] [--runs N] [--no-s3]``.
-A PostgreSQL server (and moto) is started in a temporary directory for the run and stopped after.
+Usage: ``python benchmarks/lake_ingest.py [--rounds N] [--runs N] [--no-s3]`` (the defaults take
+about 5 minutes on a loaded 2-core machine). A PostgreSQL server (and moto) is started in a
+temporary directory for the run and stopped after.
 """
 
 from __future__ import annotations
@@ -38,9 +41,19 @@ _names = count(1)
 
 
 @dataclass
+class Round:
+    rate: float  # spans/s
+    collector_us: float  # collectors' CPU µs per span (decode workers included)
+    postgres_us: float  # the PostgreSQL server's CPU µs per span
+    busy_cores: float  # all that CPU over the elapsed time
+
+
+@dataclass
 class Figures:
-    rates: list[float] = field(default_factory=list)  # spans/s
-    cpu_us: list[float] = field(default_factory=list)  # CPU µs per span
+    rounds: list[Round] = field(default_factory=list)
+
+    def median(self, figure: str) -> float:
+        return statistics.median(getattr(r, figure) for r in self.rounds)
 
 
 def _cpu(processes: list[psutil.Process]) -> float:
@@ -57,22 +70,22 @@ def _cpu(processes: list[psutil.Process]) -> float:
 
 def _run(
     start: Callable[[], list[Collector]], bodies: list[Body], spans: int, pg: PostgresServer, clients: int
-) -> tuple[float, float]:
+) -> Round:
     collectors = start()
     try:
-        postmaster = psutil.Process(int((pg.data_dir / "postmaster.pid").read_text().split()[0]))
-        watched = [psutil.Process(c.proc.pid) for c in collectors] + [postmaster]
+        postmaster = [psutil.Process(int((pg.data_dir / "postmaster.pid").read_text().split()[0]))]
+        watched = [psutil.Process(c.proc.pid) for c in collectors]
         senders = [(c, bodies[i :: len(collectors) * clients]) for i, c in enumerate(collectors * clients)]
-        cpu0, t0 = _cpu(watched), time.perf_counter()
+        cpu0, pg0, t0 = _cpu(watched), _cpu(postmaster), time.perf_counter()
         with ThreadPoolExecutor(len(senders)) as pool:
             statuses = list(pool.map(lambda sender: [sender[0].post(b) for b in sender[1]], senders))
-        elapsed, cpu = time.perf_counter() - t0, _cpu(watched) - cpu0
+        elapsed, cpu, pg_cpu = time.perf_counter() - t0, _cpu(watched) - cpu0, _cpu(postmaster) - pg0
         if any(s != 200 for got in statuses for s in got):
             raise SystemExit(f"a post was refused: {statuses}")
     finally:
         for c in collectors:
             c.stop()
-    return spans / elapsed, cpu / spans * 1e6
+    return Round(spans / elapsed, cpu / spans * 1e6, pg_cpu / spans * 1e6, (cpu + pg_cpu) / elapsed)
 
 
 def _lake(pg: PostgresServer, data: str, n: int) -> Callable[[], list[Collector]]:
@@ -94,7 +107,7 @@ def _file(folder: str) -> Callable[[], list[Collector]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    p.add_argument("--runs", type=int, default=600, help="simulated runs posted per configuration (default 600)")
+    p.add_argument("--runs", type=int, default=200, help="simulated runs posted per configuration (default 200)")
     p.add_argument("--clients", type=int, default=4, help="client threads posting to each collector (default 4)")
     p.add_argument("--no-s3", action="store_true", help="leave out the lakes on S3 (moto)")
     a = p.parse_args()
@@ -120,22 +133,32 @@ def main() -> None:
         figures = {name: Figures() for name in configs}
         for round_no in range(a.rounds):
             for name, start in configs.items():
-                rate, cpu = _run(start, bodies, spans, pg, a.clients)
-                figures[name].rates.append(rate)
-                figures[name].cpu_us.append(cpu)
-                print(f"round {round_no + 1}: {name:26} {rate:8,.0f} spans/s  {cpu:6.0f} µs CPU/span", flush=True)
+                got = _run(start, bodies, spans, pg, a.clients)
+                figures[name].rounds.append(got)
+                print(
+                    f"round {round_no + 1}: {name:26} {got.rate:8,.0f} spans/s  {got.collector_us:6.0f} + "
+                    f"{got.postgres_us:4.0f} µs CPU/span (collectors + PostgreSQL)  {got.busy_cores:.2f} busy cores",
+                    flush=True,
+                )
     finally:
         if s3 is not None:
             s3.stop()
         pg.stop()
-    base = statistics.median(figures["file, 1 collector"].rates)
-    print(f"\n{spans:,} spans in {len(bodies)} bodies per configuration, {a.rounds} rounds, {os.cpu_count()} cores")
-    print(f"{'configuration':26} {'spans/s (median, range)':>30} {'vs file':>8} {'CPU µs/span':>12}")
+    _table(figures, spans, len(bodies), a.rounds)
+
+
+def _table(figures: dict[str, Figures], spans: int, bodies: int, rounds: int) -> None:
+    base = figures["file, 1 collector"].median("rate")
+    print(f"\n{spans:,} spans in {bodies} bodies per configuration, {rounds} rounds, {os.cpu_count()} cores, "
+          f"1-min load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(f"{'configuration':26} {'spans/s: median (range)':>26} {'vs file':>8} "
+          f"{'CPU µs/span: collectors + PostgreSQL':>37} {'busy cores':>11}")  # fmt: skip
     for name, f in figures.items():
-        rate = statistics.median(f.rates)
+        rates = [r.rate for r in f.rounds]
+        rate = f.median("rate")
         print(
-            f"{name:26} {rate:12,.0f} ({min(f.rates):,.0f}–{max(f.rates):,.0f}) {rate / base:8.2f} "
-            f"{statistics.median(f.cpu_us):12.0f}"
+            f"{name:26} {rate:10,.0f} ({min(rates):,.0f}–{max(rates):,.0f}) {rate / base:8.2f} "
+            f"{f.median('collector_us'):28.0f} + {f.median('postgres_us'):5.0f} {f.median('busy_cores'):11.2f}"
         )
 
 
