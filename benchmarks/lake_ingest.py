@@ -6,7 +6,8 @@ seeded simulate, encoded by the OpenTelemetry SDK as its exporter sends them) fr
 threads per collector (``--clients``), split evenly, and times from the first post to the last acknowledgement
 (every 200 means committed). CPU per span is that of the collector processes (their decode workers
 included) and of the PostgreSQL server, apart; "busy cores" is all that CPU over the elapsed time
-(below the core count: the ingest waits on something else than CPU, the serialized commit).
+(below the core count: the ingest waits on something else than CPU, the serialized commit);
+spans per commit and milliseconds per commit come from each collector's writer figures (``/healthz``).
 Configurations alternate within each round; the figures are the median and range over rounds,
 and the ratio to the file's median. Each configuration starts on an empty ledger.
 
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.lake.postgres import PostgresServer, find_bin_dir, start_server
 from tests.lake.s3 import S3Server, start_s3
 from tests.lake.team import Body, Collector, simulate_bodies, start_collector
+from tests.server.conftest import request
 
 _names = count(1)
 
@@ -46,6 +48,8 @@ class Round:
     collector_us: float  # collectors' CPU µs per span (decode workers included)
     postgres_us: float  # the PostgreSQL server's CPU µs per span
     busy_cores: float  # all that CPU over the elapsed time
+    spans_per_commit: float  # how many spans the writers coalesced into each commit
+    ms_per_commit: float  # elapsed over all collectors' commits: one at a time on a lake
 
 
 @dataclass
@@ -82,10 +86,15 @@ def _run(
         elapsed, cpu, pg_cpu = time.perf_counter() - t0, _cpu(watched) - cpu0, _cpu(postmaster) - pg0
         if any(s != 200 for got in statuses for s in got):
             raise SystemExit(f"a post was refused: {statuses}")
+        commits = sum(request(f"{c.url}/healthz").json()["writer"]["batches"] for c in collectors)
     finally:
         for c in collectors:
             c.stop()
-    return Round(spans / elapsed, cpu / spans * 1e6, pg_cpu / spans * 1e6, (cpu + pg_cpu) / elapsed)
+    per_span = 1e6 / spans
+    return Round(
+        spans / elapsed, cpu * per_span, pg_cpu * per_span, (cpu + pg_cpu) / elapsed, spans / commits,
+        elapsed / commits * 1000,
+    )  # fmt: skip
 
 
 def _lake(pg: PostgresServer, data: str, n: int) -> Callable[[], list[Collector]]:
@@ -137,7 +146,8 @@ def main() -> None:
                 figures[name].rounds.append(got)
                 print(
                     f"round {round_no + 1}: {name:26} {got.rate:8,.0f} spans/s  {got.collector_us:6.0f} + "
-                    f"{got.postgres_us:4.0f} µs CPU/span (collectors + PostgreSQL)  {got.busy_cores:.2f} busy cores",
+                    f"{got.postgres_us:4.0f} µs CPU/span (collectors + PostgreSQL)  {got.busy_cores:.2f} busy cores  "
+                    f"{got.spans_per_commit:.0f} spans/commit  {got.ms_per_commit:.0f} ms/commit",
                     flush=True,
                 )
     finally:
@@ -152,13 +162,14 @@ def _table(figures: dict[str, Figures], spans: int, bodies: int, rounds: int) ->
     print(f"\n{spans:,} spans in {bodies} bodies per configuration, {rounds} rounds, {os.cpu_count()} cores, "
           f"1-min load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(f"{'configuration':26} {'spans/s: median (range)':>26} {'vs file':>8} "
-          f"{'CPU µs/span: collectors + PostgreSQL':>37} {'busy cores':>11}")  # fmt: skip
+          f"{'CPU µs/span: collectors + PostgreSQL':>37} {'busy cores':>11} {'spans/commit':>13} {'ms/commit':>10}")  # fmt: skip
     for name, f in figures.items():
         rates = [r.rate for r in f.rounds]
         rate = f.median("rate")
         print(
             f"{name:26} {rate:10,.0f} ({min(rates):,.0f}–{max(rates):,.0f}) {rate / base:8.2f} "
-            f"{f.median('collector_us'):28.0f} + {f.median('postgres_us'):5.0f} {f.median('busy_cores'):11.2f}"
+            f"{f.median('collector_us'):28.0f} + {f.median('postgres_us'):5.0f} {f.median('busy_cores'):11.2f} "
+            f"{f.median('spans_per_commit'):13.0f} {f.median('ms_per_commit'):10.0f}"
         )
 
 
