@@ -559,7 +559,10 @@ def compare_on_lake(db: Path, target: str, recorded: dict[str, list[tuple[str, A
             opening, query = _fixed_costs(where)
             fixed["opening"][kind].append(opening)
             fixed["one query"][kind].append(query)
-    notes = {"opening": "in each page's first query above", "one query": "an empty table counted, the ledger open"}
+    notes = {
+        "opening": "in each page's first query above",
+        "one query": "an empty table counted, the ledger already open",
+    }
     for line, xs in fixed.items():
         print(f"{'  ' + line:<18} {'':>7} {_range(xs['file']):>24} {_range(xs['lake']):>24} "
               f"{statistics.median(xs['lake']) / statistics.median(xs['file']):>8.1f}x   ({notes[line]})")  # fmt: skip
@@ -620,6 +623,7 @@ def main() -> None:
         compare_on_lake(db, ledger_lake(db, server), recorded)
     finally:
         server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
 
 
 def file_table(db: Path, recorded: dict[str, list[tuple[str, Any, dict[str, Any]]]]) -> None:

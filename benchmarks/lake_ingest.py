@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -154,6 +155,8 @@ def main() -> None:
         if s3 is not None:
             s3.stop()
         pg.stop()
+        shutil.rmtree(pg.root, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
     _table(figures, spans, len(bodies), a.rounds)
 
 
