@@ -18,8 +18,16 @@ the rest. Three rounds; the median total per page is printed. Target: every
 page under 1 s; pages in ``GOALS`` have their own (Health, Compare, Quality, Review: 250 ms). The machine is shared: run it when nothing else is (the load
 average is printed with the figures).
 
-Run: .venv/bin/python benchmarks/dashboard_queries.py [--runs 100000] [--rebuild] [--page Compare]
+Run: .venv/bin/python benchmarks/dashboard_queries.py [--runs 100000] [--rebuild] [--page Compare] [--lake]
 The Compare page's statistics are printed on the line below the table.
+
+``--lake``: the same recorded queries also replayed on a DuckLake copy of the ledger (team mode),
+the way the dashboard reads a lake (a read-only DuckLake client, ``ledger.sources.FileSource`` on
+the target): a PostgreSQL 15 catalog started for the run (``tests/lake/postgres.py``), Parquet on
+local disk. The lake is made once by ``turnledger migrate`` (``ledger.migrate_lake``) and cached
+beside the file (its data folder and a ``pg_dump`` of its catalog, restored into each run's
+server). File and lake alternate within each round; the table gives both medians and ranges and
+lake/file.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -451,8 +460,9 @@ def record_pages(db: Path, context_trace: str) -> dict[str, list[tuple[str, Any,
     return out
 
 
-def replay(db: Path, calls: list[tuple[str, Any, dict[str, Any]]]) -> tuple[float, list[tuple[float, str]]]:
-    """One page's queries as the file source runs them, starting from a closed file (cold open included)."""
+def replay(db: Path | str, calls: list[tuple[str, Any, dict[str, Any]]]) -> tuple[float, list[tuple[float, str]]]:
+    """One page's queries as the file source runs them (on a file or a lake target), starting from a
+    closed connection (cold open included)."""
     from ledger.sources import FileSource
 
     source = FileSource(db)
@@ -488,11 +498,101 @@ def _compare_statistics(db: Path) -> None:
     )
 
 
+# --- the same ledger on a DuckLake (--lake) ---------------------------------------------------
+def ledger_lake(db: Path, server: Any) -> str:
+    """A lake holding ``db``'s rows, as a new database of ``server``: its cached catalog restored, or
+    ``db`` migrated into it (``turnledger migrate``) and cached (the Parquet folder and a catalog dump)."""
+    from ledger.migrate_lake import migrate_to_lake
+
+    folder = db.with_suffix(".lake")
+    dump, made_from = folder / "catalog.dump", folder / "made-from"
+    target = f"ducklake:postgres:{server.create_database('bench')}"
+    if dump.exists() and made_from.exists() and made_from.read_text() == _file_stamp(db):
+        server.restore("bench", dump)
+        return target
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "data").mkdir(parents=True)
+    t = time.perf_counter()
+    copied = migrate_to_lake(db, target, data_path=str(folder / "data"))
+    server.dump("bench", server.root / "catalog.dump")  # written by the server's user, under its root
+    shutil.copyfile(server.root / "catalog.dump", dump)
+    dump.chmod(0o644)  # restored by the server's user
+    made_from.write_text(_file_stamp(db))
+    files = sum(1 for _ in (folder / "data").rglob("*.parquet"))
+    print(f"migrated {sum(copied.rows.values()):,} rows into a lake in {time.perf_counter() - t:.0f} s "
+          f"({files} Parquet files) -> {folder}")  # fmt: skip
+    return target
+
+
+def _file_stamp(db: Path) -> str:
+    stat = db.stat()
+    return f"{stat.st_size} {stat.st_mtime_ns}"
+
+
+def _range(xs: list[float]) -> str:
+    return f"{statistics.median(xs) * 1000:>7.0f} ms ({min(xs) * 1000:.0f}-{max(xs) * 1000:.0f})"
+
+
+def compare_on_lake(db: Path, target: str, recorded: dict[str, list[tuple[str, Any, dict[str, Any]]]]) -> None:
+    """Each page's queries on the file and on the lake, alternating within each of 3 rounds."""
+    print(f"\n{'page':<18} {'queries':>7} {'file: median (range)':>24} {'lake: median (range)':>24} "
+          f"{'lake/file':>9}   slowest on the lake (ms)")  # fmt: skip
+    for title, calls in recorded.items():
+        rounds: dict[str, list[tuple[float, list[tuple[float, str]]]]] = {"file": [], "lake": []}
+        for _ in range(3):
+            rounds["file"].append(replay(db, calls))
+            rounds["lake"].append(replay(target, calls))
+        file, lake = ([total for total, _ in rounds[k]] for k in ("file", "lake"))
+        median_lake = sorted(rounds["lake"], key=lambda r: r[0])[1]
+        slow = sorted(median_lake[1], reverse=True)[:3]
+        print(
+            f"{title:<18} {len(calls):>7} {_range(file):>24} {_range(lake):>24} "
+            f"{statistics.median(lake) / statistics.median(file):>8.1f}x   "
+            + ", ".join(f"{n} {t * 1000:.0f}" for t, n in slow)
+        )
+    fixed: dict[str, dict[str, list[float]]] = {
+        "opening": {"file": [], "lake": []},
+        "one query": {"file": [], "lake": []},
+    }
+    for _ in range(3):
+        for kind, where in (("file", db), ("lake", target)):
+            opening, query = _fixed_costs(where)
+            fixed["opening"][kind].append(opening)
+            fixed["one query"][kind].append(query)
+    notes = {
+        "opening": "in each page's first query above",
+        "one query": "an empty table counted, the ledger already open",
+    }
+    for line, xs in fixed.items():
+        print(f"{'  ' + line:<18} {'':>7} {_range(xs['file']):>24} {_range(xs['lake']):>24} "
+              f"{statistics.median(xs['lake']) / statistics.median(xs['file']):>8.1f}x   ({notes[line]})")  # fmt: skip
+    load = os.getloadavg()[0]
+    print(f"\n(1-min load average {load:.1f} on {os.cpu_count()} cores)")
+
+
+def _fixed_costs(where: Path | str) -> tuple[float, float]:
+    """Opening a closed ledger read-only (as a page's first query does), then one query that reads no
+    rows: what every query pays whatever it reads (on a lake, its catalog reads in PostgreSQL)."""
+    from ledger.sources import FileSource
+
+    source = FileSource(where)
+    source.close()
+    t0 = time.perf_counter()
+    with source.cursor() as cur:  # opens the ledger
+        cur.execute("SELECT 1").fetchall()
+        t1 = time.perf_counter()
+        cur.execute("SELECT count(*) FROM budgets").fetchall()
+        t2 = time.perf_counter()
+    source.close()
+    return t1 - t0, t2 - t1
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100_000)
-    ap.add_argument("--rebuild", action="store_true", help="regenerate the cached ledger")
+    ap.add_argument("--rebuild", action="store_true", help="regenerate the cached ledger (and so its lake)")
     ap.add_argument("--page", action="append", metavar="TITLE", help="only this page (repeatable), e.g. Compare")
+    ap.add_argument("--lake", action="store_true", help="also replay on a DuckLake copy, beside the file")
     a = ap.parse_args()
     if a.page:
         unknown = set(a.page) - {title for title, _, _ in PAGES}
@@ -510,6 +610,24 @@ def main() -> None:
     con.close()
     print(f"ledger {db}: {runs:,} runs, {spans:,} spans, {charges:,} charges ({db.stat().st_size / 1e6:.0f} MB)")
     recorded = record_pages(db, context_trace)
+    if not a.lake:
+        file_table(db, recorded)
+        return
+    from tests.lake.postgres import find_bin_dir, start_server
+
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit("--lake needs PostgreSQL's server binaries (apt-get install postgresql)")
+    server = start_server(bin_dir)
+    try:
+        compare_on_lake(db, ledger_lake(db, server), recorded)
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+
+
+def file_table(db: Path, recorded: dict[str, list[tuple[str, Any, dict[str, Any]]]]) -> None:
+    """Each page's queries on the file, 3 rounds: median, min, max, slowest queries; the goals."""
     print(f"\n{'page':<18} {'queries':>7} {'median of 3':>12} {'min':>8} {'max':>8}   slowest query (ms)")
     worst = 0.0
     medians = {}

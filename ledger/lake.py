@@ -111,15 +111,39 @@ def connect(target: str, *, data_path: str | None, read_only: bool) -> duckdb.Du
 
     config = _config()
     try:
-        if data_path is not None and not read_only:  # creates the lake, or checks it opens with this path
-            with duckdb.connect(config=config) as boot:
-                _add_s3_secret(boot)
-                boot.execute(f"ATTACH {literal(target)} AS lake (DATA_PATH {literal(_as_directory(data_path))})")
+        if data_path is not None and not read_only:
+            _create_or_check(target, data_path, config)
         con = duckdb.connect(target, read_only=read_only, config=config)
         _add_s3_secret(con)  # before any Parquet file is read: attaching reads only the catalog
         return con
     except duckdb.Error as exc:
         raise TurnledgerError(f"cannot open lake {shown(target)!r}: {shown(str(exc))}") from None
+
+
+# What PostgreSQL answers a process creating a lake's catalog tables that another created meanwhile.
+_CREATED_MEANWHILE = re.compile(r"duplicate key value|already exists", re.IGNORECASE)
+_CREATE_ATTEMPTS = 3
+
+
+def _create_or_check(target: str, data_path: str, config: dict[str, str | bool | int | float | list[str]]) -> None:
+    """Create the lake, or check it opens with this data path.
+
+    Collectors of a team started together all create a new lake at once: DuckLake creates its
+    catalog tables in one transaction, so each loser fails on a name the winner has just committed,
+    and attaching again finds the lake made (``tests/lake/test_lake_boot.py``).
+    """
+    import duckdb
+
+    attach = f"ATTACH {literal(target)} AS lake (DATA_PATH {literal(_as_directory(data_path))})"
+    for attempt in range(1, _CREATE_ATTEMPTS + 1):
+        try:
+            with duckdb.connect(config=config) as boot:
+                _add_s3_secret(boot)
+                boot.execute(attach)
+            return
+        except duckdb.Error as exc:
+            if attempt == _CREATE_ATTEMPTS or not _CREATED_MEANWHILE.search(str(exc)):
+                raise
 
 
 def _add_s3_secret(con: duckdb.DuckDBPyConnection) -> None:
