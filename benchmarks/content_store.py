@@ -17,7 +17,7 @@ Two measurements, each printed with its ratio:
   ``--baseline TREE`` measures the same spans with another checkout's ``ledger``
   too (e.g. a git worktree of the commit before), in the same run. Beside them,
   where the bytes go: what content adds to each table, as data and as indexes
-  (each table copied alone into a fresh file, without its keys, then with them).
+  (what a fresh copy of the file loses without the table's keys, then without it).
 * **rebuild latency**: the median of many ``load_turn`` calls (request and
   response of one model call) on ledgers of 10k and 100k captured calls; the
   goal is 100k within 1.5x of 10k. With ``--baseline TREE``, TREE's ``ledger``
@@ -80,16 +80,21 @@ _CONTENT_TABLES = ("spans", "contexts", "content_blocks", "message_chain")
 _KEYS = re.compile(r",\s*(?:PRIMARY KEY|UNIQUE)\s*\([^)]*\)|\s+(?:PRIMARY KEY|UNIQUE)\b")
 
 
-def _alone(source: Path, name: str, create: str, indexes: list[str], rows: bool) -> int:
-    """Live bytes of a fresh file holding only table ``name`` of ``source`` (no rows unless ``rows``)."""
+def _copy_bytes(source: Path, tables: dict[str, list[str]]) -> int:
+    """Live bytes of a fresh file holding ``tables`` of ``source`` (each: its CREATE, then its indexes).
+
+    Whole files are compared, not tables alone: a checkpoint packs small segments of
+    different tables into shared blocks, so tables measured alone add up to more."""
     import duckdb
 
     with tempfile.TemporaryDirectory() as tmp:
-        con = duckdb.connect(str(Path(tmp) / "alone.duckdb"), config={"storage_compatibility_version": "latest"})
+        con = duckdb.connect(str(Path(tmp) / "copy.duckdb"), config={"storage_compatibility_version": "latest"})
+        con.execute("SET threads = 1")  # one row group at a time, as ingest writes them (parallel inserts split them)
         con.execute(f"ATTACH '{source}' AS source (READ_ONLY)")
-        for sql in (create, *indexes):
-            con.execute(sql)
-        con.execute(f"INSERT INTO {name} SELECT * FROM source.{name} {'' if rows else 'LIMIT 0'}")
+        for name, statements in tables.items():
+            for sql in statements:
+                con.execute(sql)
+            con.execute(f"INSERT INTO {name} SELECT * FROM source.{name}")
         con.execute("DETACH source")
         con.execute("CHECKPOINT")
         live = _live_bytes(con)
@@ -98,21 +103,21 @@ def _alone(source: Path, name: str, create: str, indexes: list[str], rows: bool)
 
 
 def breakdown(path: Path) -> dict[str, list[int]]:
-    """Per content table of the file: [data, indexes] in bytes (each table alone in a fresh file, block-rounded)."""
+    """Per content table of the file: [data, indexes] in bytes, what the file loses without its indexes and
+    then without the table (each a fresh copy of the file; a DuckDB block is the unit)."""
     import duckdb
 
     con = duckdb.connect(str(path), read_only=True)
-    creates = dict(con.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall())
-    indexes: dict[str, list[str]] = {}
+    tables = {name: [sql] for name, sql in con.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall()}
     for name, sql in con.execute("SELECT table_name, sql FROM duckdb_indexes() WHERE sql IS NOT NULL").fetchall():
-        indexes.setdefault(name, []).append(sql)
+        tables[name].append(sql)
     con.close()
+    whole = _copy_bytes(path, tables)
     out = {}
-    for name in (t for t in _CONTENT_TABLES if t in creates):
-        empty = _alone(path, name, _KEYS.sub("", creates[name]), [], rows=False)
-        data = _alone(path, name, _KEYS.sub("", creates[name]), [], rows=True)
-        keyed = _alone(path, name, creates[name], indexes.get(name, []), rows=True)
-        out[name] = [data - empty, keyed - data]
+    for name in (t for t in _CONTENT_TABLES if t in tables):
+        unindexed = _copy_bytes(path, {**tables, name: [_KEYS.sub("", tables[name][0])]})
+        absent = _copy_bytes(path, {t: sql for t, sql in tables.items() if t != name})
+        out[name] = [unindexed - absent, whole - unindexed]
     return out
 
 
@@ -232,7 +237,9 @@ def _print_sizes(sizes: dict[str, dict[str, Any]]) -> None:
             )
         block = 262_144 / n  # a DuckDB block: each figure below is rounded to one
         parts = "   ".join(f"{t} {d:.0f} + index {i:.0f}" for t, (d, i) in s["tables"].items())
-        print(f"{'':>30} content per table (data + index, ±{block:.0f}): {parts}")
+        print(
+            f"{'':>30} content per table (data + index, each ±{block:.0f}; blocks shared make the parts add up to more): {parts}"
+        )
     if len(sizes) == 2:  # this checkout, then the baseline
         ours, base = sizes.values()
         for figure in ("file", "live"):
