@@ -7,16 +7,22 @@ Two measurements, each printed with its ratio:
   arguments and results) and without any; what content costs is the difference,
   per span (goal: at most 300 B/span). Two figures: the file's size, and its live
   blocks (the file less its free blocks). A checkpoint rewrites each table's last,
-  partly filled row group (122,880 rows) and every index, and frees the old copy,
-  which the next checkpoint reuses: below a row group, as here, that is the whole
-  table, and the content run's larger log checkpoints once more than the run
-  without, so its file carries a free copy the other does not; on a ledger past a
-  few row groups the free share is bounded and bytes/span tends to the live figure.
+  partly filled row group (122,880 rows) and every index it changed, and frees the
+  old copy: below a row group, as here, that is the whole table, and the content
+  run's larger log (89 MB against 40 MB) passes the 64 MiB checkpoint threshold
+  once before the final checkpoint, so its file carries a free copy the other does
+  not (with a threshold above the log, file = live). DuckDB reuses free blocks only
+  in part: 160k spans ingested in four checkpointed quarters kept 35-45% of either
+  file free (content: 431 B/span on the file, 303 live).
   ``--baseline TREE`` measures the same spans with another checkout's ``ledger``
-  too (e.g. a git worktree of the commit before), in the same run.
+  too (e.g. a git worktree of the commit before), in the same run. Beside them,
+  where the bytes go: what content adds to each table, as data and as indexes
+  (what a fresh copy of the file loses without the table's keys, then without it).
 * **rebuild latency**: the median of many ``load_turn`` calls (request and
-  response of one model call) on ledgers of 10k and 100k captured calls, in
-  alternating rounds; the goal is 100k within 1.5x of 10k.
+  response of one model call) on ledgers of 10k and 100k captured calls; the
+  goal is 100k within 1.5x of 10k. With ``--baseline TREE``, TREE's ``ledger``
+  is timed too, on ledgers it wrote: each round times each tree in a process of
+  its own, trees alternating, and every ratio is taken within one round.
 
 Run: .venv/bin/python benchmarks/content_store.py [--spans 40000] [--calls 10000 100000] [--baseline TREE]
 """
@@ -27,6 +33,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -48,6 +55,11 @@ _CONTENT_KEYS = ("turnledger.request.body", "gen_ai.output.messages", "gen_ai.to
 _BATCH = 2_000
 
 
+def _live_bytes(con: Any) -> int:
+    row = con.execute("PRAGMA database_size").fetchone()
+    return int(row[2]) * int(row[4])  # block_size * used_blocks
+
+
 def _ingest_file(path: Path, spans: list[Any]) -> tuple[int, int]:
     """The file's size and its live bytes (the blocks in use) once ``spans`` are ingested and checkpointed."""
     from ledger.ingest import ingest
@@ -57,9 +69,56 @@ def _ingest_file(path: Path, spans: list[Any]) -> tuple[int, int]:
     for i in range(0, len(spans), _BATCH):
         ingest(con, spans[i : i + _BATCH])
     con.execute("CHECKPOINT")
-    _, _, block_size, _, used_blocks, *_ = con.execute("PRAGMA database_size").fetchone() or ()
+    live = _live_bytes(con)
     con.close()
-    return path.stat().st_size, int(block_size) * int(used_blocks)
+    return path.stat().st_size, live
+
+
+# Where the bytes go: the tables content lives in (``message_chain``: the layout before migration 13).
+_CONTENT_TABLES = ("spans", "contexts", "content_blocks", "message_chain")
+# A table's keys, cut from its CREATE statement to measure its data alone.
+_KEYS = re.compile(r",\s*(?:PRIMARY KEY|UNIQUE)\s*\([^)]*\)|\s+(?:PRIMARY KEY|UNIQUE)\b")
+
+
+def _copy_bytes(source: Path, tables: dict[str, list[str]]) -> int:
+    """Live bytes of a fresh file holding ``tables`` of ``source`` (each: its CREATE, then its indexes).
+
+    Whole files are compared, not tables alone: a checkpoint packs small segments of
+    different tables into shared blocks, so tables measured alone add up to more."""
+    import duckdb
+
+    with tempfile.TemporaryDirectory() as tmp:
+        con = duckdb.connect(str(Path(tmp) / "copy.duckdb"), config={"storage_compatibility_version": "latest"})
+        con.execute("SET threads = 1")  # one row group at a time, as ingest writes them (parallel inserts split them)
+        con.execute(f"ATTACH '{source}' AS source (READ_ONLY)")
+        for name, statements in tables.items():
+            for sql in statements:
+                con.execute(sql)
+            con.execute(f"INSERT INTO {name} SELECT * FROM source.{name}")
+        con.execute("DETACH source")
+        con.execute("CHECKPOINT")
+        live = _live_bytes(con)
+        con.close()
+    return live
+
+
+def breakdown(path: Path) -> dict[str, list[int]]:
+    """Per content table of the file: [data, indexes] in bytes, what the file loses without its indexes and
+    then without the table (each a fresh copy of the file; a DuckDB block is the unit)."""
+    import duckdb
+
+    con = duckdb.connect(str(path), read_only=True)
+    tables = {name: [sql] for name, sql in con.execute("SELECT table_name, sql FROM duckdb_tables()").fetchall()}
+    for name, sql in con.execute("SELECT table_name, sql FROM duckdb_indexes() WHERE sql IS NOT NULL").fetchall():
+        tables[name].append(sql)
+    con.close()
+    whole = _copy_bytes(path, tables)
+    out = {}
+    for name in (t for t in _CONTENT_TABLES if t in tables):
+        unindexed = _copy_bytes(path, {**tables, name: [_KEYS.sub("", tables[name][0])]})
+        absent = _copy_bytes(path, {t: sql for t, sql in tables.items() if t != name})
+        out[name] = [unindexed - absent, whole - unindexed]
+    return out
 
 
 def _stripped(spans: list[Any]) -> list[Any]:
@@ -68,30 +127,36 @@ def _stripped(spans: list[Any]) -> list[Any]:
     return [replace(s, attributes={k: v for k, v in s.attributes.items() if k not in _CONTENT_KEYS}) for s in spans]
 
 
-def measure_sizes(n_spans: int) -> dict[str, float]:
-    """Bytes per span of the ledger file without content and with it (this process's ``ledger``)."""
+def measure_sizes(n_spans: int) -> dict[str, Any]:
+    """Bytes per span of the ledger file without content and with it (this process's ``ledger``), and per table."""
     spans, _ = workload(n_spans, content=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        without = _ingest_file(Path(tmp) / "without.duckdb", _stripped(spans))
-        with_content = _ingest_file(Path(tmp) / "with.duckdb", spans)
     n = len(spans)
-    out: dict[str, float] = {"spans": n}
+    out: dict[str, Any] = {"spans": n}
+    with tempfile.TemporaryDirectory() as tmp:
+        without_path, with_path = Path(tmp) / "without.duckdb", Path(tmp) / "with.duckdb"
+        without = _ingest_file(without_path, _stripped(spans))
+        with_content = _ingest_file(with_path, spans)
+        tables = {"without": breakdown(without_path), "with": breakdown(with_path)}
     for i, figure in enumerate(("file", "live")):
         out |= {f"{figure} without": without[i] / n, f"{figure} with": with_content[i] / n}
         out[f"{figure} content"] = (with_content[i] - without[i]) / n
+    out["tables"] = {  # what content adds to each table, B/span: [data, indexes]
+        name: [(b - a) / n for a, b in zip(tables["without"].get(name, [0, 0]), parts, strict=True)]
+        for name, parts in tables["with"].items()
+    }
     return out
 
 
-def _sizes_in(tree: Path | None, n_spans: int) -> dict[str, float]:
-    """``measure_sizes`` in a process of its own, with ``tree``'s ``ledger`` and virtualenv (None: this checkout's)."""
+def _in_tree(tree: Path | None, *args: str) -> Any:
+    """This script run with ``args`` in a process of its own, with ``tree``'s ``ledger`` and virtualenv
+    (None: this checkout's); its last line of output, as JSON."""
     python, root = sys.executable, HERE.parent
     if tree is not None:  # its own environment, and its checkout first on the path (before any editable install's)
         python, root = str(tree / ".venv" / "bin" / "python"), tree
-    argv = [python, __file__, "--sizes-only", "--spans", str(n_spans), "--ledger-root", str(root)]
-    done = subprocess.run(argv, capture_output=True, text=True)
+    done = subprocess.run([python, __file__, *args, "--ledger-root", str(root)], capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"measuring with {tree or 'this checkout'} failed:\n{done.stderr}")
-    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def _captured_ledger(path: Path, calls: int) -> list[tuple[str, str]]:
@@ -102,30 +167,53 @@ def _captured_ledger(path: Path, calls: int) -> list[tuple[str, str]]:
     return [(s.trace_id, s.span_id) for s in chats]
 
 
-def measure_rebuild(sizes: list[int], rounds: int, per_round: int) -> dict[int, list[float]]:
-    """Per ledger size: the median ``load_turn`` latency (s) of each round, rounds alternating between sizes."""
+def build_ledgers(folder: Path, sizes: list[int]) -> None:
+    """The rebuild ledgers, written by this process's ``ledger``: ``N.duckdb`` and its calls' ids ``N.json``."""
+    for n in sizes:
+        calls = _captured_ledger(folder / f"{n}.duckdb", n)
+        (folder / f"{n}.json").write_text(json.dumps(calls))
+
+
+def time_rebuild(folder: Path, sizes: list[int], per_round: int, seed: int) -> dict[int, float]:
+    """Per ledger of ``folder``: the median ``load_turn`` latency (s) of ``per_round`` calls drawn with ``seed``,
+    after as many untimed ones (the process is new: its first reads fill DuckDB's caches)."""
     from ledger.content import load_turn
     from ledger.store import open_ledger
 
-    rng = random.Random(11)
+    medians = {}
+    for n in sizes:
+        calls = [tuple(c) for c in json.loads((folder / f"{n}.json").read_text())]
+        con = open_ledger(folder / f"{n}.duckdb", read_only=True)  # read from the file, as a reader does
+        rng = random.Random(seed)
+        times = []
+        for i, (trace_id, span_id) in enumerate(rng.sample(calls, min(2 * per_round, len(calls)))):
+            t0 = time.perf_counter()
+            turn = load_turn(con, trace_id, span_id)
+            if i >= per_round:
+                times.append(time.perf_counter() - t0)
+            assert turn is not None and turn.request is not None
+        con.close()
+        medians[n] = statistics.median(times)
+    return medians
+
+
+def measure_rebuild(
+    trees: dict[str, Path | None], sizes: list[int], rounds: int, per_round: int
+) -> dict[str, dict[int, list[float]]]:
+    """Per tree and ledger size: the median rebuild latency (s) of each round, trees alternating within a round."""
+    medians: dict[str, dict[int, list[float]]] = {label: {n: [] for n in sizes} for label in trees}
+    counts = [str(n) for n in sizes]
     with tempfile.TemporaryDirectory() as tmp:
-        ledgers = {}
-        for n in sizes:
-            path = Path(tmp) / f"{n}.duckdb"
-            calls = _captured_ledger(path, n)
-            ledgers[n] = (open_ledger(path, read_only=True), calls)  # read from the file, as a reader does
-        medians: dict[int, list[float]] = {n: [] for n in sizes}
-        for _ in range(rounds):
-            for n, (con, calls) in ledgers.items():
-                times = []
-                for trace_id, span_id in rng.sample(calls, min(per_round, len(calls))):
-                    t0 = time.perf_counter()
-                    turn = load_turn(con, trace_id, span_id)
-                    times.append(time.perf_counter() - t0)
-                    assert turn is not None and turn.request is not None
-                medians[n].append(statistics.median(times))
-        for con, _ in ledgers.values():
-            con.close()
+        folders = {label: Path(tmp) / str(i) for i, label in enumerate(trees)}
+        for label, tree in trees.items():
+            folders[label].mkdir()
+            _in_tree(tree, "--build-ledgers", str(folders[label]), "--calls", *counts)
+        for r in range(rounds):
+            for label, tree in trees.items():
+                args = ("--time-ledgers", str(folders[label]), "--calls", *counts, "--per-round", str(per_round))
+                got = _in_tree(tree, *args, "--seed", str(r))
+                for n in sizes:
+                    medians[label][n].append(got[str(n)])
     return medians
 
 
@@ -133,7 +221,12 @@ def _spread(values: list[float], scale: float = 1e3) -> str:
     return f"{statistics.median(values) * scale:.2f} ms (range {min(values) * scale:.2f}–{max(values) * scale:.2f})"
 
 
-def _print_sizes(sizes: dict[str, dict[str, float]]) -> None:
+def _ratio(over: list[float], under: list[float]) -> str:
+    ratios = [a / b for a, b in zip(over, under, strict=True)]
+    return f"{statistics.median(ratios):.2f}x (range {min(ratios):.2f}–{max(ratios):.2f})"
+
+
+def _print_sizes(sizes: dict[str, dict[str, Any]]) -> None:
     n = int(next(iter(sizes.values()))["spans"])
     print(f"\n## bytes/span on disk, {n:,} workload spans (goal: content <= 300)")
     for label, s in sizes.items():
@@ -142,11 +235,29 @@ def _print_sizes(sizes: dict[str, dict[str, float]]) -> None:
                 f"{label:>30} {figure}: without content {s[f'{figure} without']:6.0f}   "
                 f"with {s[f'{figure} with']:6.0f}   content {s[f'{figure} content']:6.0f} B/span"
             )
+        block = 262_144 / n  # a DuckDB block: each figure below is rounded to one
+        parts = "   ".join(f"{t} {d:.0f} + index {i:.0f}" for t, (d, i) in s["tables"].items())
+        print(
+            f"{'':>30} content per table (data + index, each ±{block:.0f}; blocks shared make the parts add up to more): {parts}"
+        )
     if len(sizes) == 2:  # this checkout, then the baseline
         ours, base = sizes.values()
         for figure in ("file", "live"):
             ratio = ours[f"{figure} content"] / base[f"{figure} content"]
             print(f"{'content, this / baseline':>30} {figure}: {ratio:.2f}x")
+
+
+def _print_rebuild(medians: dict[str, dict[int, list[float]]], sizes: list[int], rounds: int, per_round: int) -> None:
+    small, large = sizes
+    print(f"\n## rebuild one turn (load_turn: request + response), median of {per_round} calls, {rounds} rounds")
+    for label, per_size in medians.items():
+        for n, values in per_size.items():
+            print(f"{label:>30} {n:>9,} captured calls: {_spread(values)}")
+        print(f"{label:>30} {large:,} / {small:,}: {_ratio(per_size[large], per_size[small])}  (goal <= 1.5)")
+    if len(medians) == 2:
+        ours, base = medians.values()
+        for n in sizes:
+            print(f"{'this / baseline':>30} {n:>9,} captured calls: {_ratio(ours[n], base[n])}")
 
 
 def _arguments() -> argparse.Namespace:
@@ -158,10 +269,14 @@ def _arguments() -> argparse.Namespace:
                     help="captured calls in the two ledgers timed for rebuild (default 10000 100000)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (default 5)")
     ap.add_argument("--per-round", type=int, default=200, help="load_turn calls per ledger and round (default 200)")
-    ap.add_argument("--baseline", type=Path, metavar="TREE", help="also measure bytes/span with TREE's ledger package")
+    ap.add_argument("--baseline", type=Path, metavar="TREE", help="also measure with TREE's ledger package")
     ap.add_argument("--skip-rebuild", action="store_true", help="bytes/span only")
     ap.add_argument("--skip-sizes", action="store_true", help="rebuild latency only")
-    ap.add_argument("--sizes-only", action="store_true", help=argparse.SUPPRESS)  # the --baseline subprocess
+    # What the measuring subprocesses are told (each runs in one tree's environment):
+    ap.add_argument("--sizes-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--build-ledgers", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--time-ledgers", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--ledger-root", type=Path, help=argparse.SUPPRESS)  # whose ``ledger`` it imports
     return ap.parse_args()
 
@@ -171,25 +286,21 @@ def main() -> None:
     if a.sizes_only:
         print(json.dumps(measure_sizes(a.spans)))
         return
+    if a.build_ledgers:
+        build_ledgers(a.build_ledgers, a.calls)
+        print("{}")
+        return
+    if a.time_ledgers:
+        print(json.dumps(time_rebuild(a.time_ledgers, a.calls, a.per_round, a.seed)))
+        return
     print(f"# content store  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
     trees: dict[str, Path | None] = {"this checkout": None}
     if a.baseline is not None:
         trees["baseline " + str(a.baseline)] = a.baseline.resolve()
     if not a.skip_sizes:
-        _print_sizes({label: _sizes_in(tree, a.spans) for label, tree in trees.items()})
-    if a.skip_rebuild:
-        return
-    small, large = a.calls
-    medians = measure_rebuild([small, large], a.rounds, a.per_round)
-    print(
-        f"\n## rebuild one turn (load_turn: request + response), median of {a.per_round} calls per round, {a.rounds} rounds"
-    )
-    for n, values in medians.items():
-        print(f"{n:>12,} captured calls: {_spread(values)}")
-    ratios = [b / s for s, b in zip(medians[small], medians[large], strict=True)]
-    print(
-        f"{large:,} / {small:,}: {statistics.median(ratios):.2f}x (range {min(ratios):.2f}–{max(ratios):.2f}; goal <= 1.5)"
-    )
+        _print_sizes({label: _in_tree(tree, "--sizes-only", "--spans", str(a.spans)) for label, tree in trees.items()})
+    if not a.skip_rebuild:
+        _print_rebuild(measure_rebuild(trees, a.calls, a.rounds, a.per_round), a.calls, a.rounds, a.per_round)
 
 
 if __name__ == "__main__":
