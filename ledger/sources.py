@@ -198,20 +198,31 @@ def _close_shared() -> None:
                 shared.close_now()
 
 
-class FileSource(_CursorSource):
-    """Reads the DuckDB ledger file directly (no server running); opening costs tens of milliseconds,
-    so the queries of one process share a connection per file, closed ``idle_close_s`` after the last."""
+# A file's connection is closed soon after its last query, so a writer waiting for the file gets
+# it; a lake has no such writer, and opening one costs about a second of catalog reads.
+FILE_IDLE_CLOSE_S = 2.0
+LAKE_IDLE_CLOSE_S = 300.0
 
-    def __init__(self, path: str | Path, idle_close_s: float = 2.0) -> None:
+
+class FileSource(_CursorSource):
+    """Reads the ledger straight from storage (a DuckDB file or a DuckLake; no server running).
+    Opening costs tens of milliseconds (a second on a lake), so the queries of one process share
+    a connection per ledger, closed ``idle_close_s`` after the last (by default ``FILE_IDLE_CLOSE_S``
+    for a file, ``LAKE_IDLE_CLOSE_S`` for a lake)."""
+
+    def __init__(self, path: str | Path, idle_close_s: float | None = None) -> None:
+        from . import lake  # here: it loads DuckDB, which a server source never needs
+
+        on_lake = lake.is_lake_target(str(path))
         self.path = Path(path)
-        key = (str(self.path.resolve()), idle_close_s)
+        if idle_close_s is None:
+            idle_close_s = LAKE_IDLE_CLOSE_S if on_lake else FILE_IDLE_CLOSE_S
+        key = (lake.resolved(path), idle_close_s)
         with _SHARED_LOCK:
             self._shared = _SHARED.setdefault(key, _SharedConnection(self.path, idle_close_s))
 
     def describe(self) -> str:
-        from .lake import shown  # a lake target is shown without its password
-
-        return f"file {shown(str(self.path))} (read-only)"
+        return f"{_stored_at(str(self.path))} (read-only)"
 
     def cursor(self) -> Any:
         return self._shared.cursor()
@@ -236,10 +247,15 @@ class SourceSpec:
         (without its password), marked read-only when read straight from storage."""
         if self.kind == "server":
             return f"server {self.location}"
-        from . import lake  # here: it loads DuckDB, which a server source never needs
-
-        where = f"lake {lake.shown(self.location)}" if lake.is_lake_target(self.location) else f"file {self.location}"
+        where = _stored_at(self.location)
         return f"{where} (read-only)" if reading else where
+
+
+def _stored_at(location: str) -> str:
+    """A ledger in storage, in words: "file PATH", or "lake TARGET" without its password."""
+    from . import lake  # here: it loads DuckDB, which a server source never needs
+
+    return f"lake {lake.shown(location)}" if lake.is_lake_target(location) else f"file {location}"
 
 
 def source_spec(db: Path | str | None = None, server: str | None = None) -> SourceSpec:

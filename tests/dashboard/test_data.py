@@ -15,7 +15,7 @@ from dashboard import launch as cli
 from dashboard.data import parse_app_args
 from ledger import queries as q
 from ledger.errors import TurnledgerError
-from ledger.sources import FileSource, source_spec
+from ledger.sources import FILE_IDLE_CLOSE_S, LAKE_IDLE_CLOSE_S, FileSource, source_spec
 
 from .conftest import FIVE_TURN
 
@@ -124,6 +124,17 @@ def test_a_source_is_named_by_its_kind_and_a_lake_without_its_password(monkeypat
     assert lake.describe(reading=False) == "lake ducklake:postgres:dbname=tl host=db.internal password=***"
     assert source_spec("t.duckdb").describe(reading=False) == "file t.duckdb"
     assert source_spec(None, "http://h:4318").describe(reading=False) == "server http://h:4318"
+    # Read straight from storage: the dashboard's "Reading from" and the read commands' line.
+    assert FileSource(lake.location).describe() == lake.describe()
+    assert FileSource("t.duckdb").describe() == "file t.duckdb (read-only)"
+
+
+def test_a_lake_read_keeps_its_connection_longer_than_a_file_read(tmp_path):
+    """A file's idle connection is closed soon, for a writer waiting on the file; a lake has no such
+    writer and costs about a second of catalog reads to open again, so it stays open for minutes."""
+    assert FileSource(tmp_path / "t.duckdb")._shared.idle_close_s == FILE_IDLE_CLOSE_S
+    assert FileSource("ducklake:postgres:dbname=tl")._shared.idle_close_s == LAKE_IDLE_CLOSE_S > FILE_IDLE_CLOSE_S
+    assert FileSource(tmp_path / "t.duckdb", idle_close_s=0.5)._shared.idle_close_s == 0.5
 
 
 def test_streamlit_command_is_headless_local_and_passes_the_db(tmp_path):
