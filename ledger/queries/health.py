@@ -35,7 +35,7 @@ LEVELS = (50, 95, 99)  # the percentiles every health figure reports
 
 DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
 _RUN_MS = DURATION_MS.format(start="started_at", end="ended_at")
-_SPAN_MS = DURATION_MS.format(start="s.start_time", end="s.end_time")
+_SPAN_NS = "epoch_ns(s.end_time) - epoch_ns(s.start_time)"  # ranked as integers, made ms once picked: the same values
 _FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
@@ -50,9 +50,9 @@ def _quantiles(expr: str, name: str, levels: tuple[int, ...] = LEVELS) -> str:
     return f"quantile_disc({expr}, [{', '.join(str(level / 100) for level in levels)}]) AS {name}"
 
 
-def _unpack(name: str, suffix: str = "_ms", levels: tuple[int, ...] = LEVELS) -> str:
-    """``name[1] AS p50_ms, ...``: the list ``_quantiles`` made, one column per level."""
-    return ", ".join(f"{name}[{i}] AS p{level}{suffix}" for i, level in enumerate(levels, 1))
+def _unpack(name: str, suffix: str = "_ms", levels: tuple[int, ...] = LEVELS, scale: str = "") -> str:
+    """``name[1] AS p50_ms, ...``: the list ``_quantiles`` made, one column per level (``scale``: e.g. `` / 1e6``)."""
+    return ", ".join(f"{name}[{i}]{scale} AS p{level}{suffix}" for i, level in enumerate(levels, 1))
 
 
 @query
@@ -73,25 +73,17 @@ def run_latency(f: Filters = NO_FILTERS) -> Query:
 def model_call_latency(f: Filters = NO_FILTERS) -> Query:
     """Successful model-call attempts' latency and, for streamed calls, time to first token, in ms.
 
-    One row for all calls (``overall``, first), then one per provider and model.
+    One row for all calls (``overall``, first), then one per provider and model. One scan: the
+    first-token figures are the same aggregates over the calls that report one (a NULL is skipped).
     """
     w, p = filtered(f, inline_charges=True)
     return Query(
         w
-        + f""", ttft AS (SELECT provider, model, ttft_ms FROM fc WHERE ttft_ms IS NOT NULL AND NOT {_FAILED}),
-lat AS (
-    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")}
+        + f"""SELECT overall, provider, model, calls, {_unpack("q")}, streamed_calls, {_unpack("t", "_ttft_ms")} FROM (
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")},
+           count(ttft_ms) AS streamed_calls, {_quantiles("ttft_ms", "t")}
     FROM fc WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
-), first AS (  -- aggregated apart: the streamed calls are few, joining them to every call is not
-    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS streamed_calls,
-           {_quantiles("ttft_ms", "t")}
-    FROM ttft GROUP BY GROUPING SETS ((), (provider, model))
-)
-SELECT lat.overall, lat.provider, lat.model, calls, {_unpack("q")}, coalesce(streamed_calls, 0) AS streamed_calls,
-       {_unpack("t", "_ttft_ms")}
-FROM lat LEFT JOIN first ON first.overall = lat.overall AND first.provider IS NOT DISTINCT FROM lat.provider
-     AND first.model IS NOT DISTINCT FROM lat.model
-ORDER BY lat.overall DESC, calls DESC, lat.provider, lat.model""",
+) ORDER BY overall DESC, calls DESC, provider, model""",
         p,
     )
 
@@ -132,15 +124,14 @@ def error_causes(f: Filters = NO_FILTERS) -> Query:
     w, p = filtered(f, inline_charges=True)
     return Query(
         w
-        + f""", failed AS (SELECT trace_id, call_id, provider, model, error_type FROM fc WHERE {_FAILED}),
-recovered AS (  -- a later attempt is a retry (attempt > 1): that filter drops nearly every row before the join
-    SELECT DISTINCT trace_id, call_id FROM fc SEMI JOIN failed USING (trace_id, call_id)
-    WHERE attempt > 1 AND NOT {_FAILED}
-)
+        + f""", tried AS MATERIALIZED (  -- one scan for both sides: the failed attempts and the retries (attempt > 1)
+    SELECT trace_id, call_id, provider, model, error_type, attempt, {_FAILED} AS failed FROM fc
+    WHERE status_code = 'ERROR' OR attempt > 1
+), recovered AS (SELECT DISTINCT trace_id, call_id FROM tried WHERE attempt > 1 AND NOT failed)
 SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
        count(r.call_id) AS recovered, count(*) - count(r.call_id) AS not_recovered,
        count(*) / (SELECT count(*) FROM fc) AS share_of_attempts
-FROM failed LEFT JOIN recovered r USING (trace_id, call_id)
+FROM tried LEFT JOIN recovered r USING (trace_id, call_id) WHERE failed
 GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
         p,
     )
@@ -153,16 +144,16 @@ def tool_health(f: Filters = NO_FILTERS) -> Query:
     return Query(
         w
         + f""", tc AS (
-    SELECT s.trace_id, s.tool, {_SPAN_MS} AS ms, s.status_code = 'ERROR' AS hard,
+    SELECT s.trace_id, s.tool, {_SPAN_NS} AS ns, s.status_code = 'ERROR' AS hard,
            s.status_code IS DISTINCT FROM 'ERROR' AND {SOFT_FAILURE} AS soft
     FROM spans s {"SEMI JOIN fr USING (trace_id)" if run_filtered(f) else ""} WHERE s.operation = 'execute_tool'
 )
 SELECT tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
-       (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95))},
+       (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95), " / 1e6")},
        runs, runs / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
 FROM (
     SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
-           count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ms", "q", (50, 95))},
+           count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ns", "q", (50, 95))},
            count(DISTINCT trace_id) AS runs
     FROM tc GROUP BY tool
 ) ORDER BY calls DESC, tool""",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .core import NO_FILTERS, Filters, Query, choose, filtered, query
 
-__all__ = ["filter_values", "price_sources", "time_bounds"]
+__all__ = ["filter_options", "filter_values", "price_sources", "time_bounds"]
 
 _DIMENSIONS = {
     "tenant": ("runs", "tenant"),
@@ -25,6 +25,28 @@ def filter_values(dimension: str = "tenant") -> Query:
     choose("dimension", dimension, _DIMENSIONS)
     table, column = _DIMENSIONS[dimension]
     return Query(f"SELECT DISTINCT {column} AS value FROM {table} WHERE {column} IS NOT NULL ORDER BY 1")
+
+
+@query
+def filter_options() -> Query:
+    """Every dimension's distinct values at once, as ``(dimension, value)`` rows ordered by both.
+
+    The values ``filter_values`` gives one dimension at a time, in one scan per table: each
+    column's distinct values are gathered side by side (``list(DISTINCT ...)``), then unpivoted
+    and unnested. The sidebar asks for all of them on every page; one query instead of one per
+    dimension saves a round trip, a plan and a scan each.
+    """
+    by_table: dict[str, list[str]] = {}
+    for dimension, (table, column) in _DIMENSIONS.items():
+        by_table.setdefault(table, []).append(
+            f"list(DISTINCT {column}) FILTER (WHERE {column} IS NOT NULL) AS {dimension}"
+        )
+    scans = ", ".join(f"(SELECT {', '.join(lists)} FROM {table})" for table, lists in by_table.items())
+    return Query(
+        f"""SELECT dimension, unnest(vals) AS value
+FROM (UNPIVOT (SELECT * FROM {scans}) ON COLUMNS(*) INTO NAME dimension VALUE vals)
+ORDER BY dimension, value"""
+    )
 
 
 @query
