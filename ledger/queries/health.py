@@ -139,23 +139,28 @@ GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
 
 @query
 def tool_health(f: Filters = NO_FILTERS) -> Query:
-    """Per tool: calls, hard and soft failures, failure rate, p50/p95 duration, runs using it and their share of runs."""
+    """Per tool: calls, hard and soft failures, failure rate, p50/p95 duration, runs using it and their share of runs.
+
+    The runs using a tool come from each run's list of the tools it called (``runs.tools``): over
+    the filtered runs when the filters narrow them (the tool spans too), else over every run.
+    """
     w, p = filtered(f)
+    scoped = run_filtered(f)
     return Query(
         w
         + f""", tc AS (
-    SELECT s.trace_id, s.tool, {_SPAN_NS} AS ns, s.status_code = 'ERROR' AS hard,
+    SELECT s.tool, {_SPAN_NS} AS ns, s.status_code = 'ERROR' AS hard,
            s.status_code IS DISTINCT FROM 'ERROR' AND {SOFT_FAILURE} AS soft
-    FROM spans s {"SEMI JOIN fr USING (trace_id)" if run_filtered(f) else ""} WHERE s.operation = 'execute_tool'
-)
-SELECT tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
-       (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95), " / 1e6")},
-       runs, runs / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
-FROM (
+    FROM spans s {"SEMI JOIN fr USING (trace_id)" if scoped else ""} WHERE s.operation = 'execute_tool'
+), per_tool AS (
     SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
-           count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ns", "q", (50, 95))},
-           count(DISTINCT trace_id) AS runs
+           count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ns", "q", (50, 95))}
     FROM tc GROUP BY tool
-) ORDER BY calls DESC, tool""",
+), used AS (SELECT tool, count(*) AS runs FROM (SELECT unnest(tools) AS tool FROM {"fr" if scoped else "runs"}) GROUP BY tool)
+SELECT per_tool.tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
+       (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95), " / 1e6")},
+       coalesce(used.runs, 0) AS runs, coalesce(used.runs, 0) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
+FROM per_tool LEFT JOIN used ON used.tool IS NOT DISTINCT FROM per_tool.tool
+ORDER BY calls DESC, per_tool.tool""",
         p,
     )
