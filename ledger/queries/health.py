@@ -73,17 +73,25 @@ def run_latency(f: Filters = NO_FILTERS) -> Query:
 def model_call_latency(f: Filters = NO_FILTERS) -> Query:
     """Successful model-call attempts' latency and, for streamed calls, time to first token, in ms.
 
-    One row for all calls (``overall``, first), then one per provider and model. One scan: the
-    first-token figures are the same aggregates over the calls that report one (a NULL is skipped).
+    One row for all calls (``overall``, first), then one per provider and model.
     """
     w, p = filtered(f, inline_charges=True)
     return Query(
         w
-        + f"""SELECT overall, provider, model, calls, {_unpack("q")}, streamed_calls, {_unpack("t", "_ttft_ms")} FROM (
-    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")},
-           count(ttft_ms) AS streamed_calls, {_quantiles("ttft_ms", "t")}
+        + f""", ttft AS (SELECT provider, model, ttft_ms FROM fc WHERE ttft_ms IS NOT NULL AND NOT {_FAILED}),
+lat AS (
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")}
     FROM fc WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
-) ORDER BY overall DESC, calls DESC, provider, model""",
+), first AS (  -- aggregated apart: the streamed calls are few, joining them to every call is not
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS streamed_calls,
+           {_quantiles("ttft_ms", "t")}
+    FROM ttft GROUP BY GROUPING SETS ((), (provider, model))
+)
+SELECT lat.overall, lat.provider, lat.model, calls, {_unpack("q")}, coalesce(streamed_calls, 0) AS streamed_calls,
+       {_unpack("t", "_ttft_ms")}
+FROM lat LEFT JOIN first ON first.overall = lat.overall AND first.provider IS NOT DISTINCT FROM lat.provider
+     AND first.model IS NOT DISTINCT FROM lat.model
+ORDER BY lat.overall DESC, calls DESC, lat.provider, lat.model""",
         p,
     )
 
