@@ -31,6 +31,7 @@ __all__ = [
     "bucket_for",
     "count",
     "current_filters",
+    "filter_options",
     "first_row",
     "guarded",
     "has_runs",
@@ -152,12 +153,14 @@ def bucket_for(span: timedelta) -> str:
 
 
 # --- sidebar -----------------------------------------------------------------------------
-def _options(dimension: str) -> list[str]:
+def filter_options(dimension: str) -> list[str]:
+    """A filter dimension's choices, ``ALL`` first. Every dimension's values come from one cached
+    query (``q.filter_options``), so the sidebar costs one query per page, not one per dimension."""
     try:
-        values = loaders.load(q.filter_values, dimension=dimension)["value"].tolist()
+        rows = loaders.load(q.filter_options)
     except loaders.SourceError:
-        values = []
-    return [ALL, *[str(v) for v in values]]
+        return [ALL]
+    return [ALL, *(str(v) for v in rows.loc[rows["dimension"] == dimension, "value"])]
 
 
 def current_filters() -> q.Filters:
@@ -240,7 +243,7 @@ def render_sidebar() -> None:
         st.session_state.setdefault("f_dates", (today - timedelta(days=7), today))  # a link may have set them
         sb.date_input("From – to", key="f_dates")
     for dim, label in _DIMENSIONS:
-        options = _options(dim)
+        options = filter_options(dim)
         if st.session_state.get(f"f_{dim}") not in options:
             st.session_state[f"f_{dim}"] = ALL
         sb.selectbox(label, options, key=f"f_{dim}", help=_FILTER_HELP.get(dim))

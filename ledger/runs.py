@@ -30,6 +30,7 @@ __all__ = [
     "refresh_pending_runs",
     "refresh_runs",
     "refresh_with_pending",
+    "tools_used",
     "version_aggregates",
 ]
 
@@ -60,6 +61,14 @@ def version_aggregates(alias: str = "s") -> dict[str, str]:
         value = paths[0] if len(paths) == 1 else f"coalesce({', '.join(paths)})"
         out[column] = f"arg_min({value}, {alias}.parent_span_id <> '') FILTER (WHERE {value} IS NOT NULL)"
     return out
+
+
+def tools_used(alias: str = "s") -> str:
+    """The distinct tools a trace's spans called, sorted (NULL: none), as an aggregate over its spans.
+
+    ``runs.tools`` (migration 18) holds it, so the runs using a tool are counted over runs rows
+    instead of distinct trace ids over every tool span (the Health page's costliest step)."""
+    return f"list(DISTINCT {alias}.tool ORDER BY {alias}.tool) FILTER (WHERE {alias}.operation = 'execute_tool')"
 
 
 def _stop_cause() -> str:
@@ -95,6 +104,7 @@ def _run_values() -> dict[str, str]:
         "tool_calls": "sp.tool_calls",
         "soft_failures": "sp.soft_failures",
         "error_spans": "sp.error_spans",
+        "tools": "sp.tools",
         "loop_trips": "coalesce(ge.loop_trips, 0)",
         "step_cap_halts": "coalesce(ge.step_cap_halts, 0)",
         "retry_attempts": "coalesce(ch.retry_attempts, 0)",
@@ -124,6 +134,7 @@ sp AS (
            count(*) FILTER (WHERE s.operation = 'execute_tool' AND (s.status_code = 'ERROR'
                OR {soft_failure})) AS soft_failures,
            count(*) FILTER (WHERE s.status_code = 'ERROR') AS error_spans,
+           {tools} AS tools,
            any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name,
            {versions}
     FROM spans s JOIN t USING (trace_id) WHERE s.start_time >= $since GROUP BY s.trace_id
@@ -159,6 +170,7 @@ def _refresh_sql(_terms: tuple[PriceTerm, ...], verb: str = "INSERT OR REPLACE")
         verb=verb,
         columns=", ".join(runs.names),
         soft_failure=SOFT_FAILURE,
+        tools=tools_used("s"),
         term_sums=",\n           ".join(sums),
         loop_trip=c.EVENT_LOOP_TRIP,
         step_cap=STEP_CAP_SHAPE,

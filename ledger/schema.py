@@ -19,7 +19,7 @@ from . import lake, terms
 from .content import call_key
 from .conventions import EVENT_LOOP_TRIP
 from .health_columns import BACKFILL as HEALTH_BACKFILL
-from .runs import STEP_CAP_SHAPE, version_aggregates
+from .runs import STEP_CAP_SHAPE, tools_used, version_aggregates
 from .tables import USD, term_columns
 
 __all__ = ["MIGRATIONS", "add_term_columns", "migrate", "pending_migrations", "schema_version"]
@@ -461,6 +461,18 @@ WHERE v.trace_id = runs.trace_id"""
     _alter_indexed(con, "budgets", ["ALTER TABLE budgets ADD COLUMN relative JSON"])
 
 
+def _v18_tools_used(con: duckdb.DuckDBPyConnection) -> None:
+    """Each run lists the distinct tools it called (``runs.tools``, rebuilt with its other totals by
+    ``ledger.runs``), so the Health page counts the runs using a tool over runs rows instead of
+    distinct trace ids over every tool span; the runs already stored get it from their spans."""
+    _alter_indexed(con, "runs", ["ALTER TABLE runs ADD COLUMN tools VARCHAR[]"])
+    con.execute(
+        f"""UPDATE runs SET tools = u.tools
+FROM (SELECT s.trace_id, {tools_used("s")} AS tools FROM spans s WHERE s.operation = 'execute_tool' GROUP BY 1) u
+WHERE u.trace_id = runs.trace_id"""
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -476,6 +488,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (14, "feedback, evaluations and the review queue", _V14_QUALITY),
     (15, "health facts decided at ingest; sampling decisions", _v15_health_columns),
     (16, "service version, environment and variant on runs; baseline-relative rules", _v16_versions_and_relative_rules),
+    (18, "the tools each run called", _v18_tools_used),
 ]
 
 

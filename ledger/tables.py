@@ -37,6 +37,7 @@ _ARROW = {
     "TIMESTAMP_NS": pa.timestamp("ns"),
     "TIMESTAMP": pa.timestamp("us"),
     USD: pa.decimal128(38, 12),
+    "VARCHAR[]": pa.list_(pa.string()),
 }
 
 
@@ -125,9 +126,9 @@ _APPENDED = {
     # 9: links, redacted; 10: references to moved content; 15: health facts decided at ingest (ledger.health_columns)
     "spans": _columns("links JSON, content_refs JSON, tool VARCHAR, soft_failure BOOLEAN"),
     "charges": _columns("invalid_usage BOOLEAN, ttft_ms DOUBLE"),  # 6: usage not taken as reported; 15: first token
-    "runs": _columns(  # 6, 12; 15: errored spans; 16: the version dimensions resources carry
+    "runs": _columns(  # 6, 12; 15: errored spans; 16: the version dimensions resources carry; 18: the tools it called
         "invalid_usage_calls INTEGER, step_cap_halts INTEGER, error_spans INTEGER, service_version VARCHAR, "
-        "environment VARCHAR, variant VARCHAR"
+        "environment VARCHAR, variant VARCHAR, tools VARCHAR[]"
     ),
 }
 

@@ -52,7 +52,7 @@ def _find_run(f: Any) -> str | None:
         bind="query-params",
         placeholder="e.g. c24a760f",
     )
-    causes = [ALL, *[str(v) for v in load(q.filter_values, dimension="stop_cause")["value"]]]
+    causes = ui.filter_options("stop_cause")
     cause = c[1].selectbox("Stop cause", causes, key="find_cause")
     low = c[2].number_input("Min cost ($)", min_value=0.0, value=None, step=0.01, format="%.4f", key="find_min")
     high = c[3].number_input("Max cost ($)", min_value=0.0, value=None, step=0.01, format="%.4f", key="find_max")

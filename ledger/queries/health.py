@@ -35,7 +35,7 @@ LEVELS = (50, 95, 99)  # the percentiles every health figure reports
 
 DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
 _RUN_MS = DURATION_MS.format(start="started_at", end="ended_at")
-_SPAN_MS = DURATION_MS.format(start="s.start_time", end="s.end_time")
+_SPAN_NS = "epoch_ns(s.end_time) - epoch_ns(s.start_time)"  # ranked as integers, made ms once picked: the same values
 _FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
@@ -50,9 +50,9 @@ def _quantiles(expr: str, name: str, levels: tuple[int, ...] = LEVELS) -> str:
     return f"quantile_disc({expr}, [{', '.join(str(level / 100) for level in levels)}]) AS {name}"
 
 
-def _unpack(name: str, suffix: str = "_ms", levels: tuple[int, ...] = LEVELS) -> str:
-    """``name[1] AS p50_ms, ...``: the list ``_quantiles`` made, one column per level."""
-    return ", ".join(f"{name}[{i}] AS p{level}{suffix}" for i, level in enumerate(levels, 1))
+def _unpack(name: str, suffix: str = "_ms", levels: tuple[int, ...] = LEVELS, scale: str = "") -> str:
+    """``name[1] AS p50_ms, ...``: the list ``_quantiles`` made, one column per level (``scale``: e.g. `` / 1e6``)."""
+    return ", ".join(f"{name}[{i}]{scale} AS p{level}{suffix}" for i, level in enumerate(levels, 1))
 
 
 @query
@@ -132,15 +132,14 @@ def error_causes(f: Filters = NO_FILTERS) -> Query:
     w, p = filtered(f, inline_charges=True)
     return Query(
         w
-        + f""", failed AS (SELECT trace_id, call_id, provider, model, error_type FROM fc WHERE {_FAILED}),
-recovered AS (  -- a later attempt is a retry (attempt > 1): that filter drops nearly every row before the join
-    SELECT DISTINCT trace_id, call_id FROM fc SEMI JOIN failed USING (trace_id, call_id)
-    WHERE attempt > 1 AND NOT {_FAILED}
-)
+        + f""", tried AS MATERIALIZED (  -- one scan for both sides: the failed attempts and the retries (attempt > 1)
+    SELECT trace_id, call_id, provider, model, error_type, attempt, {_FAILED} AS failed FROM fc
+    WHERE status_code = 'ERROR' OR attempt > 1
+), recovered AS (SELECT DISTINCT trace_id, call_id FROM tried WHERE attempt > 1 AND NOT failed)
 SELECT provider, model, {_CAUSE} AS cause, coalesce(error_type, 'unknown') AS error_type, count(*) AS failed,
        count(r.call_id) AS recovered, count(*) - count(r.call_id) AS not_recovered,
        count(*) / (SELECT count(*) FROM fc) AS share_of_attempts
-FROM failed LEFT JOIN recovered r USING (trace_id, call_id)
+FROM tried LEFT JOIN recovered r USING (trace_id, call_id) WHERE failed
 GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
         p,
     )
@@ -148,23 +147,28 @@ GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
 
 @query
 def tool_health(f: Filters = NO_FILTERS) -> Query:
-    """Per tool: calls, hard and soft failures, failure rate, p50/p95 duration, runs using it and their share of runs."""
+    """Per tool: calls, hard and soft failures, failure rate, p50/p95 duration, runs using it and their share of runs.
+
+    The runs using a tool come from each run's list of the tools it called (``runs.tools``): over
+    the filtered runs when the filters narrow them (the tool spans too), else over every run.
+    """
     w, p = filtered(f)
+    scoped = run_filtered(f)
     return Query(
         w
         + f""", tc AS (
-    SELECT s.trace_id, s.tool, {_SPAN_MS} AS ms, s.status_code = 'ERROR' AS hard,
+    SELECT s.tool, {_SPAN_NS} AS ns, s.status_code = 'ERROR' AS hard,
            s.status_code IS DISTINCT FROM 'ERROR' AND {SOFT_FAILURE} AS soft
-    FROM spans s {"SEMI JOIN fr USING (trace_id)" if run_filtered(f) else ""} WHERE s.operation = 'execute_tool'
-)
-SELECT tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
-       (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95))},
-       runs, runs / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
-FROM (
+    FROM spans s {"SEMI JOIN fr USING (trace_id)" if scoped else ""} WHERE s.operation = 'execute_tool'
+), per_tool AS (
     SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
-           count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ms", "q", (50, 95))},
-           count(DISTINCT trace_id) AS runs
+           count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ns", "q", (50, 95))}
     FROM tc GROUP BY tool
-) ORDER BY calls DESC, tool""",
+), used AS (SELECT tool, count(*) AS runs FROM (SELECT unnest(tools) AS tool FROM {"fr" if scoped else "runs"}) GROUP BY tool)
+SELECT per_tool.tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
+       (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95), " / 1e6")},
+       coalesce(used.runs, 0) AS runs, coalesce(used.runs, 0) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
+FROM per_tool LEFT JOIN used ON used.tool IS NOT DISTINCT FROM per_tool.tool
+ORDER BY calls DESC, per_tool.tool""",
         p,
     )

@@ -21,6 +21,7 @@ from collector.otlp import read_file
 from ledger import conventions as c
 from ledger import queries as q
 from ledger.ingest import ingest
+from ledger.queries.core import filtered, run_filtered
 from ledger.report import REPORT_SCHEMA, build_report, format_report
 from ledger.spans import SpanRecord
 from ledger.store import open_ledger
@@ -256,3 +257,52 @@ def test_report_json_carries_latency_errors_and_tools(seed: duckdb.DuckDBPyConne
     text = format_report(r)
     assert "run                    p50 0 ms" not in text  # sub-millisecond figures keep their decimals
     assert "tool get_shipping_status" in text and "3 failed (75.0%)" in text
+
+
+def _runs_per_tool_from_spans(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS) -> dict[str, int]:
+    """The runs using each tool as distinct traces of its spans (what ``tool_health`` counted before ``runs.tools``)."""
+    w, p = filtered(f)
+    scoped = "AND trace_id IN (SELECT trace_id FROM fr)" if run_filtered(f) else ""
+    sql = f"{w}SELECT tool, count(DISTINCT trace_id) FROM spans WHERE operation = 'execute_tool' {scoped} GROUP BY 1"
+    return dict(con.execute(sql, p).fetchall())
+
+
+def test_runs_list_the_tools_they_called_when_their_spans_arrive_in_several_batches(tmp_path: Path) -> None:
+    con = open_ledger(tmp_path / "batches.duckdb")
+    spans = bad_run()
+    for batch in (spans[:3], spans[3:6], spans[6:]):  # the lookup_parcel call arrives alone, the root last
+        ingest(con, batch)
+    ingest(con, good_run())
+    tools = dict(con.execute("SELECT trace_id, tools FROM runs").fetchall())
+    assert tools == {f"{'bad':0>32}": ["get_shipping_status", "lookup_parcel"],
+                     f"{'900d':0>32}": ["find_order", "get_shipping_status"]}  # fmt: skip
+    assert {t: r["runs"] for t, r in by_tool(con).items()} == _runs_per_tool_from_spans(con)
+    con.close()
+
+
+def test_runs_using_a_tool_follow_the_filters_as_the_tool_spans_do(tmp_path: Path) -> None:
+    good = good_run()
+    for span in good:
+        if span.name.startswith("chat"):
+            span.attributes[c.REQUEST_MODEL] = "other-model"  # a model filter that narrows the runs
+    con = open_ledger(tmp_path / "models.duckdb")
+    ingest(con, [*good, *bad_run()])
+    for f in (q.NO_FILTERS, q.Filters(tenant="acme"), q.Filters(model="other-model"), q.Filters(tenant="nobody")):
+        shown = {t: r["runs"] for t, r in by_tool(con, f).items()}
+        assert shown == _runs_per_tool_from_spans(con, f), f
+    # A model alone narrows the charges, not the tool spans: both runs' lookups count.
+    assert by_tool(con, q.Filters(model="other-model"))["get_shipping_status"]["runs"] == 2
+    con.close()
+
+
+def test_migration_18_gives_the_runs_already_stored_their_tools(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    con = open_ledger(path)
+    ingest(con, [*good_run(), *bad_run()])
+    want = con.execute("SELECT trace_id, tools FROM runs ORDER BY 1").fetchall()
+    con.execute("DELETE FROM schema_migrations WHERE version = 18")
+    con.execute("ALTER TABLE runs DROP COLUMN tools")  # the file as a turnledger before migration 18 left it
+    con.close()
+    con = open_ledger(path)
+    assert con.execute("SELECT trace_id, tools FROM runs ORDER BY 1").fetchall() == want
+    con.close()
