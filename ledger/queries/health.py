@@ -150,10 +150,11 @@ def tool_health(f: Filters = NO_FILTERS) -> Query:
     """Per tool: calls, hard and soft failures, failure rate, p50/p95 duration, runs using it and their share of runs.
 
     The runs using a tool come from each run's list of the tools it called (``runs.tools``): over
-    the filtered runs when the filters narrow them (the tool spans too), else over every run.
+    the filtered runs when the filters narrow them (the tool spans too), else over every run. A
+    tool span has no model, so a model filter narrows the tool spans to the runs that called it.
     """
     w, p = filtered(f)
-    scoped = run_filtered(f)
+    scoped = run_filtered(f) or f.model is not None
     return Query(
         w
         + f""", tc AS (

@@ -262,7 +262,7 @@ def test_report_json_carries_latency_errors_and_tools(seed: duckdb.DuckDBPyConne
 def _runs_per_tool_from_spans(con: duckdb.DuckDBPyConnection, f: q.Filters = q.NO_FILTERS) -> dict[str, int]:
     """The runs using each tool as distinct traces of its spans (what ``tool_health`` counted before ``runs.tools``)."""
     w, p = filtered(f)
-    scoped = "AND trace_id IN (SELECT trace_id FROM fr)" if run_filtered(f) else ""
+    scoped = "AND trace_id IN (SELECT trace_id FROM fr)" if run_filtered(f) or f.model else ""
     sql = f"{w}SELECT tool, count(DISTINCT trace_id) FROM spans WHERE operation = 'execute_tool' {scoped} GROUP BY 1"
     return dict(con.execute(sql, p).fetchall())
 
@@ -290,8 +290,9 @@ def test_runs_using_a_tool_follow_the_filters_as_the_tool_spans_do(tmp_path: Pat
     for f in (q.NO_FILTERS, q.Filters(tenant="acme"), q.Filters(model="other-model"), q.Filters(tenant="nobody")):
         shown = {t: r["runs"] for t, r in by_tool(con, f).items()}
         assert shown == _runs_per_tool_from_spans(con, f), f
-    # A model alone narrows the charges, not the tool spans: both runs' lookups count.
-    assert by_tool(con, q.Filters(model="other-model"))["get_shipping_status"]["runs"] == 2
+    # A model filter narrows the tool spans to the runs that called the model: one run of one, not 2.0.
+    status = by_tool(con, q.Filters(model="other-model"))["get_shipping_status"]
+    assert (status["calls"], status["runs"], status["share_of_runs"]) == (1, 1, 1.0)
     con.close()
 
 
