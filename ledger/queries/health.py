@@ -36,6 +36,9 @@ LEVELS = (50, 95, 99)  # the percentiles every health figure reports
 DURATION_MS = "(epoch_ns({end}) - epoch_ns({start})) / 1e6"
 _RUN_MS = DURATION_MS.format(start="started_at", end="ended_at")
 _SPAN_NS = "epoch_ns(s.end_time) - epoch_ns(s.start_time)"  # ranked as integers, made ms once picked: the same values
+# A charge's ms figure ranked as whole microseconds, made ms again once picked: the same order and,
+# to the microsecond, the same value, and integers rank in about half the time of doubles.
+_AS_US = "round({} * 1000)::BIGINT"
 _FAILED = "coalesce(status_code = 'ERROR', FALSE)"  # a failed attempt
 # An error type as the cause a reader acts on (rate limit, overload, server error, timeout).
 _CAUSE = """CASE WHEN error_type = '429' THEN 'rate limited (429)'
@@ -80,15 +83,16 @@ def model_call_latency(f: Filters = NO_FILTERS) -> Query:
         w
         + f""", ttft AS (SELECT provider, model, ttft_ms FROM fc WHERE ttft_ms IS NOT NULL AND NOT {_FAILED}),
 lat AS (
-    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls, {_quantiles("latency_ms", "q")}
+    SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS calls,
+           {_quantiles(_AS_US.format("latency_ms"), "q")}
     FROM fc WHERE NOT {_FAILED} GROUP BY GROUPING SETS ((), (provider, model))
 ), first AS (  -- aggregated apart: the streamed calls are few, joining them to every call is not
     SELECT grouping(provider, model) > 0 AS overall, provider, model, count(*) AS streamed_calls,
-           {_quantiles("ttft_ms", "t")}
+           {_quantiles(_AS_US.format("ttft_ms"), "t")}
     FROM ttft GROUP BY GROUPING SETS ((), (provider, model))
 )
-SELECT lat.overall, lat.provider, lat.model, calls, {_unpack("q")}, coalesce(streamed_calls, 0) AS streamed_calls,
-       {_unpack("t", "_ttft_ms")}
+SELECT lat.overall, lat.provider, lat.model, calls, {_unpack("q", scale=" / 1e3")},
+       coalesce(streamed_calls, 0) AS streamed_calls, {_unpack("t", "_ttft_ms", scale=" / 1e3")}
 FROM lat LEFT JOIN first ON first.overall = lat.overall AND first.provider IS NOT DISTINCT FROM lat.provider
      AND first.model IS NOT DISTINCT FROM lat.model
 ORDER BY lat.overall DESC, calls DESC, lat.provider, lat.model""",
