@@ -503,6 +503,7 @@ def ledger_lake(db: Path, server: Any) -> str:
     """A lake holding ``db``'s rows, as a new database of ``server``: its cached catalog restored, or
     ``db`` migrated into it (``turnledger migrate``) and cached (the Parquet folder and a catalog dump)."""
     from ledger.migrate_lake import migrate_to_lake
+    from ledger.sources import FileSource
 
     folder = db.with_suffix(".lake")
     dump, made_from = folder / "catalog.dump", folder / "made-from"
@@ -512,6 +513,7 @@ def ledger_lake(db: Path, server: Any) -> str:
         return target
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "data").mkdir(parents=True)
+    FileSource(db).close()  # the recording's read-only connection: the migration opens the file to write
     t = time.perf_counter()
     copied = migrate_to_lake(db, target, data_path=str(folder / "data"))
     server.dump("bench", server.root / "catalog.dump")  # written by the server's user, under its root
