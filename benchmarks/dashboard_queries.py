@@ -5,7 +5,7 @@ The ledger is synthetic but shaped like real traffic: turns per run log-normal
 turn), 80% of runs with a working prompt cache, 2% of calls retried, 3% of runs
 caught looping, a few unpriced calls, and 200 runs with captured contexts
 (ingested through ``ledger.ingest``); 10% of runs judged by an LLM judge, 3% given user
-feedback, 2% a safety check, queued for review as ingest queues them (``ledger.review``). Rows are generated column-wise with numpy
+feedback, 2% a safety check, queued for review as ingest queues them (``ledger.quality.review``). Rows are generated column-wise with numpy
 and inserted as Arrow tables; ``runs`` is derived by ``ledger.ingest.refresh_runs``
 like any ingest. The file is cached under /tmp and rebuilt only when missing.
 
@@ -24,7 +24,7 @@ The Compare page's statistics are printed on the line below the table.
 ``--lake``: the same recorded queries also replayed on a DuckLake copy of the ledger (team mode),
 the way the dashboard reads a lake (a read-only DuckLake client, ``ledger.sources.FileSource`` on
 the target): a PostgreSQL 15 catalog started for the run (``tests/lake/postgres.py``), Parquet on
-local disk. The lake is made once by ``turnledger migrate`` (``ledger.migrate_lake``) and cached
+local disk. The lake is made once by ``turnledger migrate`` (``ledger.lake.migrate``) and cached
 beside the file (its data folder and a ``pg_dump`` of its catalog, restored into each run's
 server). File and lake alternate within each round; the table gives both medians and ranges and
 lake/file.
@@ -502,7 +502,7 @@ def _compare_statistics(db: Path) -> None:
 def ledger_lake(db: Path, server: Any) -> str:
     """A lake holding ``db``'s rows, as a new database of ``server``: its cached catalog restored, or
     ``db`` migrated into it (``turnledger migrate``) and cached (the Parquet folder and a catalog dump)."""
-    from ledger.migrate_lake import migrate_to_lake
+    from ledger.lake.migrate import migrate_to_lake
     from ledger.sources import FileSource
 
     folder = db.with_suffix(".lake")

@@ -255,7 +255,7 @@ class ServerClient:
         rows: list[dict[str, Any]] = self._json("GET", ALERTS_PATH, params=params, route=_BUDGETS)
         return rows
 
-    # --- feedback, the review queue and cases (documents of ledger.review and ledger.cases) ----
+    # --- feedback, the review queue and cases (documents of ledger.quality.review and ledger.quality.cases) ----
     def feedback(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Send feedback on a run (``ledger.quality.feedback_judgment``'s fields); stored once per ``id``."""
         stored: dict[str, Any] = self._json("POST", FEEDBACK_PATH, body=doc, what="feedback")

@@ -2,7 +2,7 @@
 
 The same operations as ``turnledger review tag|close``, on the path the page reads from: through
 the server's review routes when the dashboard reads through one, else on the ledger file
-(``ledger.review``), the way the Budgets page changes rules (``dashboard.budget_edits``).
+(``ledger.quality.review``), the way the Budgets page changes rules (``dashboard.budget_edits``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ledger import review
+from ledger.quality import review
 
 from .budget_edits import _client, _done, _on_file
 

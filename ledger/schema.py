@@ -439,7 +439,7 @@ def _v15_health_columns(con: duckdb.DuckDBPyConnection) -> None:
     _execute(con, "ALTER TABLE runs ADD COLUMN error_spans INTEGER DEFAULT 0")
     for sql in HEALTH_BACKFILL:
         con.execute(sql)
-    # Sampling (ledger.sampling): each run's detail decided once, after its grace period.
+    # Sampling (ledger.retention.sampling): each run's detail decided once, after its grace period.
     _execute(
         con,
         "CREATE TABLE sampling_decisions (trace_id VARCHAR PRIMARY KEY, kept BOOLEAN NOT NULL, "

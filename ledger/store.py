@@ -11,8 +11,9 @@ from pathlib import Path
 
 import duckdb
 
-from . import lake, lake_lock
+from . import lake
 from .errors import LedgerBusy, TurnledgerError
+from .lake import lock as lake_lock
 from .schema import MIGRATIONS, migrate, pending_migrations, schema_version
 from .settings import data_path as default_data_path
 from .settings import db_path

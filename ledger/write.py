@@ -9,7 +9,7 @@ time: a plain INSERT is tried first, and a key conflict replays the
 transaction with INSERT OR IGNORE (which costs about 10 µs more per span, so
 only redeliveries pay it). A DuckLake has no keys: there every row goes in by an
 anti-join on its table's key (``ledger.lake.insert_new``), first time and every time, with
-the lake's write lock held (``ledger.lake_lock``), so that it holds across collectors.
+the lake's write lock held (``ledger.lake.lock``), so that it holds across collectors.
 
 A billed call reported by several spans (the anthropic SDK's own and an
 instrumentation's) is charged once: ``ledger.dedup`` keeps the charge rows of
@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from . import dedup, lake, lake_lock, review, runs
+from . import dedup, lake, runs
+from .lake import lock as lake_lock
+from .quality import review
 from .rows import PreparedBatch
 from .tables import WRITTEN, table
 
@@ -108,7 +110,7 @@ def write(
         return report
     tables = {name: _concat(name, batches) for name in WRITTEN}
     firsts = runs.earliest(b.first_starts for b in batches)
-    try:  # on a lake, one collector at a time (ledger.lake_lock): what makes the anti-joins exact there
+    try:  # on a lake, one collector at a time (ledger.lake.lock): what makes the anti-joins exact there
         written = lake_lock.retrying_conflicts(
             con, lambda: _write_tables(con, tables, firsts, defer_runs, copy_index, ignore_existing=False)
         )

@@ -1,6 +1,6 @@
 """``turnledger cases export --tag T --out cases.jsonl``: tagged runs as cases an eval harness replays.
 
-One JSON line per tagged review item (``ledger.cases``): its trace id, the failing turn's exact
+One JSON line per tagged review item (``ledger.quality.cases``): its trace id, the failing turn's exact
 (redacted) request and response, the tags, the note, the run's outcome and its failed judgments.
 The failing turn is the model call a failed judgment was attached to, else the run's last model
 call with captured content.
@@ -29,7 +29,7 @@ def add_cases(p: argparse.ArgumentParser) -> None:
 def cmd_cases(a: argparse.Namespace) -> int:
     import orjson
 
-    from ledger.cases import cases
+    from ledger.quality.cases import cases
     from ledger.sources import source_spec
 
     spec = source_spec(a.db, a.server)

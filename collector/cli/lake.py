@@ -23,7 +23,7 @@ def add_migrate(p: argparse.ArgumentParser) -> None:
 
 def cmd_migrate(a: argparse.Namespace) -> int:
     from ledger import lake
-    from ledger.migrate_lake import migrate_to_lake
+    from ledger.lake.migrate import migrate_to_lake
 
     copied = migrate_to_lake(a.source, a.target)
     total = sum(copied.rows.values())
@@ -50,7 +50,7 @@ def add_maintain(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_maintain(a: argparse.Namespace) -> int:
-    from ledger.maintain import maintain
+    from ledger.lake.maintain import maintain
     from ledger.store import open_ledger
 
     con = open_ledger(a.db)

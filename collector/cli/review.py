@@ -1,7 +1,7 @@
 """``turnledger review list|add|tag|close``: the review queue, on the file or through a server.
 
 Runs enter the queue on their own at ingest (errored, step cap, loop halt, budget stop, negative
-feedback, a failed evaluation: ``ledger.review``); ``add`` queues one by hand. ``tag`` takes tags
+feedback, a failed evaluation: ``ledger.quality.review``); ``add`` queues one by hand. ``tag`` takes tags
 from the fixed list (``ledger.quality.REVIEW_TAGS``, more with ``TURNLEDGER_QUALITY``) and a note.
 Like ``turnledger budget``: with ``--server URL`` (or TURNLEDGER_SERVER and no ``--db``) through the
 running collector, else on the file (which must be free to write).
@@ -98,7 +98,7 @@ def _listing(rows: list[dict[str, Any]]) -> str:
 
 def cmd_review(a: argparse.Namespace) -> int:
     from collector.client import ServerClient
-    from ledger import review
+    from ledger.quality import review
 
     with target(a) as where:
         if isinstance(where, ServerClient):

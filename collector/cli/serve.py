@@ -300,7 +300,7 @@ def wait_for_stop(poll: Callable[[], bool] | None = None, interval: float = 0.5)
 def cmd_serve(a: argparse.Namespace) -> int:
     config = _config(a)
     from ledger import lake
-    from ledger.maintain import start_maintenance
+    from ledger.lake.maintain import start_maintenance
 
     server = _start(config, a.sweep_interval, webhook_policy(a, local_default=False)).start()
     maintenance = start_maintenance(server.con, a.maintain_every)
@@ -357,7 +357,7 @@ def cmd_up(a: argparse.Namespace) -> int:
         dashboard_login(a.dashboard_address, password=dashboard_password(), oidc=oidc_configured())
         _require_free(a.dashboard_address, a.dashboard_port, "dashboard", "--dashboard-port (or --no-dashboard)")
     from ledger import lake
-    from ledger.maintain import start_maintenance
+    from ledger.lake.maintain import start_maintenance
 
     server = _start(config, a.sweep_interval, webhook_policy(a, local_default=True))
     dashboard: subprocess.Popen[bytes] | None = None

@@ -3,7 +3,7 @@
 ``POST /v1/feedback`` is authorized like ingest and committed through the single writer like
 spans (``ledger.rows.judgment_batch``): a 200 means stored; the same client ``id`` twice is one
 row (200 both times). The review routes change ``review_items`` on a cursor of the server's
-database, as the budget routes do; every document is ``ledger.review``'s, the same the CLI prints
+database, as the budget routes do; every document is ``ledger.quality.review``'s, the same the CLI prints
 on the file. A bad request is 400 naming the field, a run not queued 404.
 """
 
@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from ledger import cases, review
 from ledger.errors import InputError, NotFound
-from ledger.quality import CASES_PATH, FEEDBACK_PATH, REVIEW_PATH, feedback_judgment, policy
+from ledger.quality import CASES_PATH, FEEDBACK_PATH, REVIEW_PATH, cases, feedback_judgment, policy, review
 from ledger.redact import default_policy
 from ledger.rows import judgment_batch
 

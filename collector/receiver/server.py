@@ -27,7 +27,7 @@ import duckdb
 from ledger import lake
 from ledger.budgets.windows import system_clock
 from ledger.pricing import PriceBook
-from ledger.sampling import Sampler, SamplingPolicy
+from ledger.retention.sampling import Sampler, SamplingPolicy
 from ledger.settings import db_path
 from ledger.store import open_ledger
 
@@ -67,7 +67,7 @@ class ServerConfig:
     reader_connections: int = 4  # concurrent named queries
     redact_content: bool = True  # re-redact captured payloads at the door (third-party producers)
     prices: PriceBook | None = None
-    keep_ordinary: float = 1.0  # share of ordinary successful runs keeping span detail (ledger.sampling)
+    keep_ordinary: float = 1.0  # share of ordinary successful runs keeping span detail (ledger.retention.sampling)
     sampling_grace_s: float = 3600.0  # a run is decided this long after its root span ended
 
 
@@ -206,7 +206,7 @@ class CollectorServer:
             # self-contained file (DuckDB skips this on close when the WAL came from a
             # crash replay and nothing was written since). Never on a lake: there CHECKPOINT
             # is maintenance (flushing inlined rows, merging files: commits of its own), which
-            # is the maintenance leader's, under the lake lock (ledger.maintain).
+            # is the maintenance leader's, under the lake lock (ledger.lake.maintain).
             if not lake.is_lake(self.con):
                 with suppress(duckdb.Error):
                     self.con.execute("CHECKPOINT")

@@ -50,10 +50,11 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from ledger import lake, lake_lock
+from ledger import lake
 from ledger.dedup import CopyIndex
 from ledger.errors import InputError, Unavailable
 from ledger.ingest import IngestReport, PreparedBatch, prepare, refresh_pending_runs, write
+from ledger.lake import lock as lake_lock
 from ledger.pricing import PriceBook
 from ledger.spans import SpanRecord
 

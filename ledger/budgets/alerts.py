@@ -29,7 +29,8 @@ from typing import Any
 
 import duckdb
 
-from .. import lake, lake_lock
+from .. import lake
+from ..lake import lock as lake_lock
 from .evaluate import Evaluation
 from .rules import LEVELS, Level, Rule, decimal_str, format_metric
 from .store import alert_history, insert_alerts
@@ -248,7 +249,7 @@ class AlertBook:
         query per rule, and the events are stored with one insert.
 
         On a lake other collectors fire alerts too: every state is restored from the stored
-        alerts, read and written under the lake's write lock (``ledger.lake_lock``), so that
+        alerts, read and written under the lake's write lock (``ledger.lake.lock``), so that
         "one alert per rule, level and window" holds across collectors."""
         with lake_lock.exclusive(con):
             return self._observe_all(con, evaluations, cause, cached=not lake.is_lake(con))

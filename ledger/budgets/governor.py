@@ -39,8 +39,8 @@ from typing import Any
 
 import duckdb
 
-from ledger import lake_lock
 from ledger.ingest import IngestReport
+from ledger.lake import lock as lake_lock
 
 from .alerts import AlertBook, AlertEvent
 from .delivery import Deliverer, DeliveryAttempt
@@ -117,7 +117,7 @@ class Governor:
                 if not rules:
                     return []
                 # On a lake, figures and alerts are read and stored with the lake's write lock held, so
-                # no collector alerts on figures older than the alerts another one stored (ledger.lake_lock).
+                # no collector alerts on figures older than the alerts another one stored (ledger.lake.lock).
                 with lake_lock.exclusive(con):
                     now = self.clock()
                     evaluations: list[Evaluation] = []

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from ledger import review
+from ledger.quality import review
 from ledger.store import open_ledger
 
 from .test_browser import ARGS, CHROMIUM, _check, _dashboard, _pick, _settle, _shoot, pytestmark  # noqa: F401

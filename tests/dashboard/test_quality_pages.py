@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from collector.demo.samples import build
-from ledger import review
 from ledger.ingest import ingest, write
-from ledger.quality import EVALUATION_EVENT, feedback_judgment
+from ledger.quality import EVALUATION_EVENT, feedback_judgment, review
 from ledger.rows import judgment_batch
 from ledger.spans import SpanEvent
 from ledger.store import open_ledger

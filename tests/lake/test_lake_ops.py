@@ -10,8 +10,8 @@ import psycopg
 
 from collector.cli import main
 from collector.otlp import decode_protobuf, read_file
-from ledger import lake_lock
 from ledger.ingest import ingest
+from ledger.lake import lock as lake_lock
 from ledger.store import open_ledger
 from tests.conftest import SAMPLES
 from tests.dashboard.conftest import make_run_ledger

@@ -11,10 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collector.demo.samples import build
-from ledger import review
 from ledger.errors import InputError, NotFound
 from ledger.ingest import ingest, prepare, write
-from ledger.quality import EVALUATION_EVENT, QualityPolicy, feedback_judgment, judgment_row
+from ledger.quality import EVALUATION_EVENT, QualityPolicy, feedback_judgment, judgment_row, review
 from ledger.redact import default_policy
 from ledger.spans import SpanEvent
 

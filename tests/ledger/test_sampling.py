@@ -20,8 +20,8 @@ from collector.otlp import read_file
 from ledger import queries as q
 from ledger.content import load_turn
 from ledger.ingest import ingest
+from ledger.retention.sampling import Sampler, SamplingPolicy, apply_sampling, kept_by_hash
 from ledger.runs import refresh_runs
-from ledger.sampling import Sampler, SamplingPolicy, apply_sampling, kept_by_hash
 from ledger.store import open_ledger
 
 RUNS = 1_000

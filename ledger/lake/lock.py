@@ -16,7 +16,7 @@ with it; a commit it had not finished was never acknowledged. A holder that hang
 up to ``LOCK_TIMEOUT_S``, after which their commits fail as retryable (503), never half written.
 
 ``leader(con, role)`` is the same kind of lock, held for as long as a collector lives: the one
-collector holding it runs the lake's maintenance (``ledger.maintain``).
+collector holding it runs the lake's maintenance (``ledger.lake.maintain``).
 
 On a DuckDB file everything here is a no-op: the file has one writing process.
 """
@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
 
-from . import lake
-from .errors import Unavailable
+from .. import lake
+from ..errors import Unavailable
 
 if TYPE_CHECKING:
     import psycopg

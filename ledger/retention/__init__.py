@@ -9,7 +9,7 @@ is what ``ledger.runs`` rebuilds a run from and what the Health figures read, so
 a late span or a rebuild gives the same run row, and charges are never touched:
 the money is the same to the cent after any drop.
 
-Used by sampling (``ledger.sampling``: runs sampled out after their grace period)
+Used by sampling (``ledger.retention.sampling``: runs sampled out after their grace period)
 and by ``turnledger prune --older-than`` (runs started before the cutoff).
 DuckDB does not shrink a file on UPDATE or DELETE (freed blocks are reused by
 later writes), so :func:`compact` rewrites the file (copy and swap) to give the

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import TurnledgerError
+from ..errors import TurnledgerError
 
 if TYPE_CHECKING:  # imported where used: is_lake_target and resolved serve light modules (the CLI, the launcher)
     import duckdb
@@ -233,7 +233,7 @@ def primary_keys() -> dict[str, tuple[str, ...]]:
     """
     import duckdb
 
-    from .schema import migrate  # here: ledger.schema runs the lake's migrations through ddl()
+    from ..schema import migrate  # here: ledger.schema runs the lake's migrations through ddl()
 
     with duckdb.connect() as scratch:
         migrate(scratch)

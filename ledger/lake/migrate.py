@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import lake, lake_lock
-from .errors import InputError
-from .store import open_ledger
+from .. import lake
+from ..errors import InputError
+from ..store import open_ledger
+from . import lock as lake_lock
 
 __all__ = ["Migrated", "migrate_to_lake"]
 

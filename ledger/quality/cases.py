@@ -1,6 +1,6 @@
 """Tagged review items as replayable cases (``turnledger cases export``): one JSON document per run.
 
-A case is a run a reviewer tagged (``ledger.review``) with **the failing turn**'s exact request and
+A case is a run a reviewer tagged (``ledger.quality.review``) with **the failing turn**'s exact request and
 response, as captured and redacted at ingest (``ledger.content.load_turn``). The failing turn is
 the model call a failed judgment was attached to (the judged span is a model call); otherwise the
 run's last model call with captured content (the last one before the run ended, errored or halted).
@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from .content import load_turn
+from ..content import load_turn
 from .review import items
 
 __all__ = ["CASE_FIELDS", "cases", "failing_turn"]

@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 
 import duckdb
 
-from .retention import DropReport, drop_detail
+from . import DropReport, drop_detail
 
 __all__ = ["DEFAULT_GRACE", "Sampler", "SamplingPolicy", "SamplingReport", "apply_sampling", "kept_by_hash"]
 

@@ -19,11 +19,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import conventions as c
-from .errors import InputError, NotFound
-from .quality import MAX_NAME_CHARS, MAX_TEXT_CHARS, QualityPolicy, policy
-from .redact import Redactor, default_policy
-from .tables import table
+from .. import conventions as c
+from ..errors import InputError, NotFound
+from ..redact import Redactor, default_policy
+from ..tables import table
+from . import MAX_NAME_CHARS, MAX_TEXT_CHARS, QualityPolicy, policy
 
 __all__ = ["STATUSES", "add", "close", "enqueue", "item", "items", "tag"]
 

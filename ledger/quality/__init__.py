@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as _gen_ai
 
-from .errors import InputError
-from .limits import MAX_TIME_NS, MIN_TIME_NS
+from ..errors import InputError
+from ..limits import MAX_TIME_NS, MIN_TIME_NS
 
 if TYPE_CHECKING:
-    from .redact import Redactor
+    from ..redact import Redactor
 
 __all__ = [
     "CASES_PATH",
@@ -170,7 +170,7 @@ def _number(value: Any) -> float:
 @cache
 def policy() -> QualityPolicy:
     """This process's policy: the defaults, changed by ``TURNLEDGER_QUALITY``."""
-    from .settings import quality_settings
+    from ..settings import quality_settings
 
     text = quality_settings()
     return QualityPolicy.from_json(text) if text else QualityPolicy()
@@ -197,7 +197,7 @@ class Judgment:
 @cache
 def _row() -> Callable[..., tuple[Any, ...]]:
     """The evaluations row builder (built on first use: the CLI's parsers import this module)."""
-    from .tables import table
+    from ..tables import table
 
     return table("evaluations").compile_row(
         "j, failed, safety, tags, ingested_at",

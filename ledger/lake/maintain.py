@@ -9,7 +9,7 @@ expired snapshots referenced once they have been unreferenced for ``file_grace``
 scanning an older snapshot keeps its files meanwhile).
 
 ``MaintenanceSchedule`` runs it every ``interval`` seconds in exactly one collector of the lake:
-the one holding the lake-wide "maintain" lock (``ledger.lake_lock.leader``); the others keep
+the one holding the lake-wide "maintain" lock (``ledger.lake.lock.leader``); the others keep
 asking, so when the leader dies another takes over.
 """
 
@@ -22,8 +22,9 @@ from datetime import timedelta
 
 import duckdb
 
-from . import lake, lake_lock
-from .errors import InputError
+from .. import lake
+from ..errors import InputError
+from . import lock as lake_lock
 
 __all__ = [
     "DEFAULT_FILE_GRACE",
