@@ -199,7 +199,7 @@ def _close_shared() -> None:
 
 
 # A file's connection is closed soon after its last query, so a writer waiting for the file gets
-# it; a lake has no such writer, and opening one costs about a second of catalog reads.
+# it; a lake has no such writer, and opening one costs catalog reads (0.24 s quiet, ~1 s under load).
 FILE_IDLE_CLOSE_S = 2.0
 LAKE_IDLE_CLOSE_S = 300.0
 

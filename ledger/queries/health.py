@@ -153,9 +153,9 @@ GROUP BY ALL ORDER BY failed DESC, provider, model, cause, error_type""",
 def tool_health(f: Filters = NO_FILTERS) -> Query:
     """Per tool: calls, hard and soft failures, failure rate, p50/p95 duration, runs using it and their share of runs.
 
-    The runs using a tool come from each run's list of the tools it called (``runs.tools``): over
-    the filtered runs when the filters narrow them (the tool spans too), else over every run. A
-    tool span has no model, so a model filter narrows the tool spans to the runs that called it.
+    The runs using a tool come from the filtered runs' lists of the tools they called (``runs.tools``);
+    the tool spans are narrowed to those runs only when the filters narrow them (a join otherwise
+    costs time). A tool span has no model, so a model filter narrows the tool spans to the runs that called it.
     """
     w, p = filtered(f)
     scoped = run_filtered(f) or f.model is not None
@@ -169,7 +169,7 @@ def tool_health(f: Filters = NO_FILTERS) -> Query:
     SELECT tool, count(*) AS calls, count(*) FILTER (WHERE hard) AS hard_failures,
            count(*) FILTER (WHERE soft) AS soft_failures, {_quantiles("ns", "q", (50, 95))}
     FROM tc GROUP BY tool
-), used AS (SELECT tool, count(*) AS runs FROM (SELECT unnest(tools) AS tool FROM {"fr" if scoped else "runs"}) GROUP BY tool)
+), used AS (SELECT tool, count(*) AS runs FROM (SELECT unnest(tools) AS tool FROM fr) GROUP BY tool)
 SELECT per_tool.tool, calls, hard_failures, soft_failures, hard_failures + soft_failures AS failures,
        (hard_failures + soft_failures) / calls AS failure_rate, {_unpack("q", "_ms", (50, 95), " / 1e6")},
        coalesce(used.runs, 0) AS runs, coalesce(used.runs, 0) / nullif((SELECT count(*) FROM fr), 0) AS share_of_runs
