@@ -75,7 +75,7 @@ def _ingest_file(path: Path, spans: list[Any]) -> tuple[int, int]:
 
 
 # Where the bytes go: the tables content lives in (``message_chain``: the layout before migration 13).
-_CONTENT_TABLES = ("spans", "contexts", "content_blocks", "message_chain")
+_CONTENT_TABLES = ("spans", "contexts", "content_blocks", "run_blocks", "message_chain")
 # A table's keys, cut from its CREATE statement to measure its data alone.
 _KEYS = re.compile(r",\s*(?:PRIMARY KEY|UNIQUE)\s*\([^)]*\)|\s+(?:PRIMARY KEY|UNIQUE)\b")
 

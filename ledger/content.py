@@ -1,16 +1,22 @@
 """Content-addressed storage of captured content: requests, responses, tool arguments and results.
 
 A request payload (``{"model", "system", "tools", "messages", ...}``) is split
-into blocks stored once by their 16-byte hash (``content_blocks``): the system
-prompt, the tool list and each message. A call's ``contexts`` row lists its
-message blocks (their hashes, in order): turn N+1 repeats turn N's list plus its
-new messages, and the column's zstd stores that repeat as a back-reference, so
-the store grows with the number of distinct messages, not with turns x history
-(DuckDB compresses a vector of 2,048 rows as one: a run's calls written further
-apart than that pay their list's 32 hex characters per message again).
-Measured in benchmarks/content_store.py, the per-trace chain of nodes this
-replaced (migration 13; one row and two index entries per message) cost more
-than every list together.
+into blocks stored once each by their 16-byte hash: the system prompt, the tool
+list and each message. What many runs send alike (the system prompt and the tool
+list) is stored once for the whole ledger (``content_blocks``); everything else
+(messages, answers, tool arguments and results) once per run (``run_blocks``,
+beside its trace id). A call's ``contexts`` row lists its message blocks (their
+hashes, in order): turn N+1 repeats turn N's list plus its new messages, and the
+column's zstd stores that repeat as a back-reference, so the store grows with
+the number of distinct messages, not with turns x history.
+
+Why per run: a block keyed by its hash alone must be found through an index on
+the hash, and DuckDB's index costs ~49 bytes per random key, more than most
+compressed messages. A run's blocks are found through an index on its trace id
+instead, which costs a few bytes per row (a run has many), and a run's content
+is also what it deletes when its detail is dropped (``ledger.retention``). Only
+a message sent again in another run is stored again (measured in
+benchmarks/content_store.py: <1% of the workload's blocks).
 
 Other content attributes (what the model answered, a tool's arguments and
 result: ``ledger.captured``) leave the span's attribute JSON too; the span keeps
@@ -20,9 +26,10 @@ copy of it are one block), or a value too small to be worth a block. A model
 call's output references sit on its ``contexts`` row, a tool span's on its
 ``spans.content_refs``.
 
-Reassembly reads the call's row and its blocks each through their key (migration
-13), so its cost does not grow with the ledger, and yields a value equal (as JSON,
-key order included) to what was sent or answered.
+Reassembly reads the run's rows of ``contexts`` and ``run_blocks`` through
+their trace index and the shared blocks through their key, so its cost follows
+the run's size, not the ledger's, and yields a value equal (as JSON, key order
+included) to what was sent or answered.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from .tables import table
 if TYPE_CHECKING:  # the decoder processes build content rows and never load DuckDB
     import duckdb
 
-__all__ = ["CapturedTurn", "ContextRows", "call_key", "load_context", "load_response", "load_turn", "trace_attributes"]
+__all__ = ["CapturedTurn", "ContextRows", "load_context", "load_response", "load_turn", "trace_attributes"]
 
 _SPLIT_KEYS = ("system", "tools", "messages")
 
@@ -58,21 +65,14 @@ def _dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-# A block's key: 16 bytes (BLOB), half the bytes of its hex spelling in the column and in
-# the primary key's index, which costs more than the key itself (benchmarks/content_store.py).
-# References kept in JSON (``Refs``) and the message lists spell keys in hex.
+# A block's key: 16 bytes (BLOB). References kept in JSON (``Refs``) and the message lists
+# spell keys in hex (zstd absorbs the hex spelling: benchmarks/content_store.py).
 KEY_BYTES = 16
 _HEX_CHARS = 2 * KEY_BYTES
 
 
 def _hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=KEY_BYTES).digest()
-
-
-def call_key(trace_id: str, span_id: str) -> bytes:
-    """A contexts row's key: one 16-byte column, since DuckDB looks up no composite key through its index
-    (a (trace_id, span_id) key and a trace index cost ~3x this one's index; the ids' length keeps it unambiguous)."""
-    return _hash(f"{len(trace_id)}:{trace_id}{span_id}")
 
 
 def _message_keys(listed: str) -> list[bytes]:
@@ -89,99 +89,139 @@ INLINE_CHARS = 1024
 # item), or {"v": value} for a small value kept inline. An item is a hash, or
 # {"b": hash, "x": {...}} for a message stored as its role and content (the block the
 # next request's copy of it shares) plus the fields after them (say its finish_reason).
+# Every block a reference names is one of its run's (``run_blocks``).
 Item = str | dict[str, Any]
 Ref = str | list[Item] | dict[str, Any]
 Refs = dict[str, Ref]
 _MESSAGE_CORE = ("role", "content")
 
 _CONTEXT_ROW = table("contexts").compile_row(
-    "call, trace_id, span_id, envelope, system, tools, messages, size, response",
+    "trace_id, span_id, envelope, system, tools, messages, response",
     {
-        "call": "call", "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
-        "tools_block": "tools", "messages": "messages", "payload_bytes": "size", "response": "response",
+        "trace_id": "trace_id", "span_id": "span_id", "envelope": "envelope", "system_block": "system",
+        "tools_block": "tools", "messages": "messages", "response": "response",
     },
 )  # fmt: skip
-_BLOCK_ROW = table("content_blocks").compile_row("key, body", {"hash": "key", "body": "body"})
+_SHARED_ROW = table("content_blocks").compile_row("key, body", {"hash": "key", "body": "body"})
+_RUN_BLOCK_ROW = table("run_blocks").compile_row(
+    "trace_id, key, body", {"trace_id": "trace_id", "hash": "key", "body": "body"}
+)
 
 
 @dataclass
 class ContextRows:
-    """Rows that captured content adds to the content tables (duplicate blocks are fine: INSERT OR IGNORE)."""
+    """Rows that captured content adds to the content tables.
+
+    Blocks repeat across batches by design (turn N+1 re-sends turn N's messages):
+    ``ledger.write`` inserts only those not stored yet.
+    """
 
     policy: Redactor | None = None  # None: blocks stored as received
-    blocks: dict[bytes, str] = field(default_factory=dict)  # key -> body
+    shared: dict[bytes, str] = field(default_factory=dict)  # key -> body: system prompts and tool lists
+    run_blocks: dict[tuple[str, bytes], str] = field(default_factory=dict)  # (trace id, key) -> body
     contexts: list[tuple[Any, ...]] = field(default_factory=list)  # rows of the contexts table
 
-    def mark(self) -> tuple[int, int]:
+    def mark(self) -> tuple[int, int, int]:
         """Where the rows stand now, for ``undo``."""
-        return len(self.blocks), len(self.contexts)
+        return len(self.shared), len(self.run_blocks), len(self.contexts)
 
-    def undo(self, mark: tuple[int, int]) -> None:
+    def undo(self, mark: tuple[int, int, int]) -> None:
         """Drop every row added since ``mark`` (entries are only ever added, so the last ones are those)."""
-        blocks, contexts = mark
-        while len(self.blocks) > blocks:
-            self.blocks.popitem()
+        shared, run_blocks, contexts = mark
+        while len(self.shared) > shared:
+            self.shared.popitem()
+        while len(self.run_blocks) > run_blocks:
+            self.run_blocks.popitem()
         del self.contexts[contexts:]
 
     def rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """The rows, per content table."""
-        return {"content_blocks": [_BLOCK_ROW(k, body) for k, body in self.blocks.items()], "contexts": self.contexts}
+        return {
+            "content_blocks": [_SHARED_ROW(k, body) for k, body in self.shared.items()],
+            "run_blocks": [_RUN_BLOCK_ROW(t, k, body) for (t, k), body in self.run_blocks.items()],
+            "contexts": self.contexts,
+        }
 
-    def _block(self, value: Any) -> bytes:
+    def _body(self, value: Any) -> tuple[bytes, str]:
         body = _dumps(value)
         if self.policy is not None:
             body = self.policy.block(body)
-        key = _hash(body)
-        self.blocks.setdefault(key, body)
+        return _hash(body), body
+
+    def _shared(self, value: Any) -> bytes:
+        key, body = self._body(value)
+        self.shared.setdefault(key, body)
         return key
 
-    def refs(self, values: Mapping[str, Any]) -> str:
-        """Content attributes -> their references as stored (JSON), each value redacted into its blocks."""
+    def _run_block(self, trace_id: str, value: Any) -> bytes:
+        key, body = self._body(value)
+        self.run_blocks.setdefault((trace_id, key), body)
+        return key
+
+    def refs(self, trace_id: str, values: Mapping[str, Any]) -> str:
+        """Content attributes -> their references as stored (JSON), each value redacted into its run's blocks."""
         out: Refs = {}
         for key, value in values.items():
             items = json_value(value) if isinstance(value, str) and value.startswith("[") else None
             if isinstance(items, list) and items and all(isinstance(i, dict) for i in items):
-                out[key] = [self._message(item) for item in items]
+                out[key] = [self._message(trace_id, item) for item in items]
             elif (isinstance(value, str) and len(value) <= INLINE_CHARS) or isinstance(value, (bool, int, float)):
                 out[key] = {"v": self.policy.value(value) if self.policy is not None else value}
             else:
-                out[key] = self._block(value).hex()
+                out[key] = self._run_block(trace_id, value).hex()
         return _dumps(out)
 
-    def _message(self, message: dict[str, Any]) -> Item:
+    def _message(self, trace_id: str, message: dict[str, Any]) -> Item:
         """An output message's reference: its role and content are the message a later request re-sends."""
         keys = list(message)
         if keys[: len(_MESSAGE_CORE)] != list(_MESSAGE_CORE) or len(keys) == len(_MESSAGE_CORE):
-            return self._block(message).hex()
+            return self._run_block(trace_id, message).hex()
         extra = {k: message[k] for k in keys[len(_MESSAGE_CORE) :]}
-        core = self._block({k: message[k] for k in _MESSAGE_CORE}).hex()
+        core = self._run_block(trace_id, {k: message[k] for k in _MESSAGE_CORE}).hex()
         return {"b": core, "x": self.policy.value(extra) if self.policy is not None else extra}
 
     def add(
         self, trace_id: str, span_id: str, payload: dict[str, Any] | None, outputs: Mapping[str, Any] | None = None
     ) -> None:
         """One model call's content: its request ``payload`` and its ``outputs`` attributes (either may be absent)."""
-        response = self.refs(outputs) if outputs else None
+        response = self.refs(trace_id, outputs) if outputs else None
         if payload is None:
-            key = call_key(trace_id, span_id)
-            self.contexts.append(_CONTEXT_ROW(key, trace_id, span_id, "null", None, None, None, 0, response))
+            self.contexts.append(_CONTEXT_ROW(trace_id, span_id, "null", None, None, None, response))
             return
         fields = {k: v for k, v in payload.items() if k not in _SPLIT_KEYS}
         envelope = {"order": list(payload), "fields": self.policy.value(fields) if self.policy else fields}
-        system = self._block(payload["system"]) if "system" in payload else None
-        tools = self._block(payload["tools"]) if "tools" in payload else None
-        messages = "".join(self._block(m).hex() for m in payload["messages"]) if "messages" in payload else None
-        size = len(_dumps(payload).encode())
-        key = call_key(trace_id, span_id)
-        row = _CONTEXT_ROW(key, trace_id, span_id, _dumps(envelope), system, tools, messages, size, response)
-        self.contexts.append(row)
+        system = self._shared(payload["system"]) if "system" in payload else None
+        tools = self._shared(payload["tools"]) if "tools" in payload else None
+        messages = None
+        if "messages" in payload:
+            messages = "".join(self._run_block(trace_id, m).hex() for m in payload["messages"])
+        self.contexts.append(_CONTEXT_ROW(trace_id, span_id, _dumps(envelope), system, tools, messages, response))
 
 
-def _bodies(con: duckdb.DuckDBPyConnection, keys: list[bytes]) -> dict[bytes, Any]:
-    if not keys:
-        return {}
-    rows = con.execute(BLOCKS, [list(set(keys))]).fetchall()
-    return {bytes(key): json.loads(body) for key, body in rows}
+# The lookups of a rebuild, each through an index: a run's rows by its trace id (DuckDB takes an
+# index for one equality only, so the call is picked out here), shared blocks by their key.
+RUN_CONTEXTS = (
+    "SELECT span_id, envelope, system_block, tools_block, messages, response FROM contexts WHERE trace_id = ?"
+)
+RUN_BLOCKS = "SELECT hash, body FROM run_blocks WHERE trace_id = ?"
+SHARED_BLOCKS = "SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))"  # one filter: an index join
+
+
+def _bodies(
+    con: duckdb.DuckDBPyConnection, trace_id: str, run_keys: list[bytes], shared: list[bytes]
+) -> dict[bytes, Any]:
+    """The bodies of these blocks of one run and of the ledger's shared ones, parsed, by key."""
+    out: dict[bytes, Any] = {}
+    if run_keys:
+        wanted = set(run_keys)
+        for key, body in con.execute(RUN_BLOCKS, [trace_id]).fetchall():
+            if bytes(key) in wanted:
+                out[bytes(key)] = json.loads(body)
+    if shared:
+        out.update(
+            (bytes(key), json.loads(body)) for key, body in con.execute(SHARED_BLOCKS, [list(set(shared))]).fetchall()
+        )
+    return out
 
 
 def _ref_keys(refs: Refs) -> list[bytes]:
@@ -214,10 +254,9 @@ def _resolved(refs: Refs, bodies: Mapping[bytes, Any]) -> dict[str, Any]:
 def trace_attributes(con: duckdb.DuckDBPyConnection, trace_id: str) -> dict[str, dict[str, Any]]:
     """Every span of a trace -> its attribute set as received (content restored; secrets redacted)."""
     spans = con.execute("SELECT span_id, attributes, content_refs FROM spans WHERE trace_id = ?", [trace_id]).fetchall()
-    keys = [call_key(trace_id, sid) for sid, _, _ in spans]
-    responses = dict(con.execute(CALL_RESPONSES, [keys]).fetchall()) if keys else {}  # None: nothing answered
+    responses = {sid: r for sid, *_, r in con.execute(RUN_CONTEXTS, [trace_id]).fetchall()}  # None: nothing answered
     parsed = {sid: [json.loads(r) for r in (refs, responses.get(sid)) if r] for sid, _, refs in spans}
-    bodies = _bodies(con, [k for refs in parsed.values() for p in refs for k in _ref_keys(p)])
+    bodies = _bodies(con, trace_id, [k for refs in parsed.values() for p in refs for k in _ref_keys(p)], [])
     out: dict[str, dict[str, Any]] = {}
     for sid, attributes, _ in spans:
         attrs = json.loads(attributes) if attributes else {}
@@ -235,14 +274,8 @@ class CapturedTurn:
     response: Any
 
 
-# The lookups of a rebuild and of a trace's answers, each through a table's key (its ART index).
-CALL_CONTEXT = "SELECT envelope, system_block, tools_block, messages, response FROM contexts WHERE call = ?"
-CALL_RESPONSES = "SELECT span_id, response FROM contexts WHERE call IN (SELECT unnest(?))"  # one filter: an index join
-BLOCKS = "SELECT hash, body FROM content_blocks WHERE hash IN (SELECT unnest(?))"
-
-
 def _context_row(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[Any, ...] | None:
-    return con.execute(CALL_CONTEXT, [call_key(trace_id, span_id)]).fetchone()
+    return next((row[1:] for row in con.execute(RUN_CONTEXTS, [trace_id]).fetchall() if row[0] == span_id), None)
 
 
 def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> CapturedTurn | None:
@@ -266,7 +299,7 @@ def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> Ca
     system, tools = (bytes(key) if key is not None else None for key in row[1:3])
     message_blocks = _message_keys(row[3] or "")
     refs: Refs = json.loads(response_refs) if response_refs else {}
-    bodies = _bodies(con, [k for k in (system, tools, *message_blocks, *_ref_keys(refs)) if k])
+    bodies = _bodies(con, trace_id, [*message_blocks, *_ref_keys(refs)], [k for k in (system, tools) if k])
     response = captured_response(_resolved(refs, bodies), llm_span=True) if refs else None
     if envelope is None:
         return CapturedTurn(None, response)

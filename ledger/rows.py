@@ -415,7 +415,7 @@ class _RowBuilder:
         try:
             if payload is not None or outputs:
                 ctx.add(s.trace_id, s.span_id, payload, outputs)
-            return ctx.refs(apart) if apart else None
+            return ctx.refs(s.trace_id, apart) if apart else None
         except Exception as exc:  # e.g. nested past what the JSON serializers take
             ctx.undo(mark)
             self._flag_content(s, f"{type(exc).__name__}: {str(exc)[:80]}")

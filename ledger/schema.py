@@ -10,13 +10,13 @@ The tables as they stand after every migration are declared in
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 
 import duckdb
 import pyarrow as pa
 
 from . import lake, terms
-from .content import call_key
 from .conventions import EVENT_LOOP_TRIP
 from .health_columns import BACKFILL as HEALTH_BACKFILL
 from .runs import STEP_CAP_SHAPE, tools_used, version_aggregates
@@ -376,7 +376,7 @@ ALTER TABLE content_blocks_v13 RENAME TO content_blocks;
 """
 _V13_CONTEXTS = """
 CREATE TABLE contexts_v13 (
-    call          BLOB PRIMARY KEY,  -- ledger.content.call_key(trace_id, span_id)
+    call          BLOB PRIMARY KEY,  -- _v13_call_key(trace_id, span_id)
     trace_id      VARCHAR NOT NULL,
     span_id       VARCHAR NOT NULL,
     envelope      JSON NOT NULL,
@@ -407,6 +407,11 @@ ALTER TABLE contexts_v13 RENAME TO contexts;
 """
 
 
+def _v13_call_key(trace_id: str, span_id: str) -> bytes:
+    """Migration 13's key of a contexts row: the 16-byte blake2b of its ids (the ids' length keeps it unambiguous)."""
+    return hashlib.blake2b(f"{len(trace_id)}:{trace_id}{span_id}".encode(), digest_size=16).digest()
+
+
 def _v13_content_keys(con: duckdb.DuckDBPyConnection) -> None:
     _execute(con, _V13_CONTENT_BLOCKS)
     ids = con.execute("SELECT trace_id, span_id FROM contexts").fetchall()
@@ -414,7 +419,7 @@ def _v13_content_keys(con: duckdb.DuckDBPyConnection) -> None:
         {
             "trace_id": pa.array([t for t, _ in ids], pa.string()),
             "span_id": pa.array([s for _, s in ids], pa.string()),
-            "call": pa.array([call_key(t, s) for t, s in ids], pa.binary()),
+            "call": pa.array([_v13_call_key(t, s) for t, s in ids], pa.binary()),
         }
     )
     con.register("v13_call_keys", keys)  # the keys are blake2b, which DuckDB's SQL has not
@@ -473,6 +478,56 @@ WHERE u.trace_id = runs.trace_id"""
     )
 
 
+# Migration 19 (``ledger.content``): a run's own blocks (messages, answers, tool arguments and results)
+# move to ``run_blocks`` beside its trace id, found through a trace index (a few bytes a row) instead
+# of one index entry per random hash (~49 bytes); ``content_blocks`` keeps what runs share (system
+# prompts, tool lists). A call's contexts row is found by its trace id too: its 16-byte key and that
+# key's index go, with the unused payload size. A block is found for a run wherever one of its rows
+# names it (hex keys in message lists and references); each table is rebuilt with a run's rows together.
+_V19_HASH = "'[0-9a-f]{32}'"
+_V19_RUN_BLOCKS = f"""
+CREATE TABLE run_blocks (
+    trace_id VARCHAR NOT NULL,
+    hash     BLOB NOT NULL,
+    body     VARCHAR USING COMPRESSION zstd NOT NULL
+);
+INSERT INTO run_blocks
+WITH named AS (
+    SELECT trace_id, unhex(unnest(regexp_extract_all(messages, {_V19_HASH}))) AS hash FROM contexts
+    WHERE messages IS NOT NULL
+    UNION SELECT trace_id, unhex(unnest(regexp_extract_all(response::VARCHAR, {_V19_HASH}))) FROM contexts
+    WHERE response IS NOT NULL
+    UNION SELECT trace_id, unhex(unnest(regexp_extract_all(content_refs::VARCHAR, {_V19_HASH}))) FROM spans
+    WHERE content_refs IS NOT NULL
+)
+SELECT n.trace_id, n.hash, b.body FROM named n JOIN content_blocks b ON b.hash = n.hash ORDER BY n.trace_id, n.hash;
+CREATE INDEX run_blocks_trace ON run_blocks (trace_id);
+CREATE TABLE content_blocks_v19 (
+    hash   BLOB PRIMARY KEY,
+    body   VARCHAR USING COMPRESSION zstd NOT NULL
+);
+INSERT INTO content_blocks_v19 SELECT hash, body FROM content_blocks
+WHERE hash IN (SELECT system_block FROM contexts UNION SELECT tools_block FROM contexts);
+DROP TABLE content_blocks;
+ALTER TABLE content_blocks_v19 RENAME TO content_blocks;
+CREATE TABLE contexts_v19 (
+    trace_id      VARCHAR NOT NULL,
+    span_id       VARCHAR NOT NULL,
+    envelope      JSON NOT NULL,
+    system_block  BLOB,
+    tools_block   BLOB,
+    messages      VARCHAR USING COMPRESSION zstd,  -- the message blocks' keys in hex, in order
+    response      JSON
+);
+INSERT INTO contexts_v19
+SELECT trace_id, span_id, envelope, system_block, tools_block, messages, response FROM contexts
+ORDER BY trace_id, length(messages);  -- a run's lists side by side: each one mostly repeats the one before
+DROP TABLE contexts;
+ALTER TABLE contexts_v19 RENAME TO contexts;
+CREATE INDEX contexts_trace ON contexts (trace_id);
+"""
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -489,6 +544,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (15, "health facts decided at ingest; sampling decisions", _v15_health_columns),
     (16, "service version, environment and variant on runs; baseline-relative rules", _v16_versions_and_relative_rules),
     (18, "the tools each run called", _v18_tools_used),
+    (19, "content blocks per run; contexts found by trace", _V19_RUN_BLOCKS),
 ]
 
 

@@ -148,12 +148,14 @@ _GUARD_EVENTS = _columns("""
     trace_id VARCHAR, span_id VARCHAR, seq INTEGER, name VARCHAR, time TIMESTAMP_NS, shape VARCHAR, action VARCHAR,
     tool VARCHAR, cause VARCHAR, attributes JSON
 """)
-# Migration 13 (``ledger.content``): blocks keyed by their 16-byte hash; a call's row, keyed by the
-# hash of its ids, lists its message blocks' keys (hex, in order) and references what the model answered.
+# Migration 13 (``ledger.content``): blocks keyed by their 16-byte hash; 19: only what runs share (system
+# prompts, tool lists) keyed by it alone, each run's other blocks beside its trace id, and a call's row
+# (found by its trace id) lists its message blocks' keys (hex, in order) and references what the model answered.
 _CONTENT_BLOCKS = _columns("hash BLOB, body VARCHAR")
+_RUN_BLOCKS = _columns("trace_id VARCHAR, hash BLOB, body VARCHAR")
 _CONTEXTS = _columns("""
-    call BLOB, trace_id VARCHAR, span_id VARCHAR, envelope JSON, system_block BLOB, tools_block BLOB, messages VARCHAR,
-    payload_bytes BIGINT, response JSON
+    trace_id VARCHAR, span_id VARCHAR, envelope JSON, system_block BLOB, tools_block BLOB, messages VARCHAR,
+    response JSON
 """)
 # Migration 7: one row per model-call span, the copy it is of a billed call (``ledger.billed``).
 _CALL_COPIES = _columns("""
@@ -189,6 +191,7 @@ def _declare(name: str) -> tuple[Column, ...]:
         "spans": (*_SPANS, *_APPENDED["spans"]),
         "guard_events": _GUARD_EVENTS,
         "content_blocks": _CONTENT_BLOCKS,
+        "run_blocks": _RUN_BLOCKS,
         "contexts": _CONTEXTS,
         "call_copies": _CALL_COPIES,
         "evaluations": _EVALUATIONS,
@@ -198,7 +201,9 @@ def _declare(name: str) -> tuple[Column, ...]:
 
 # The tables ingest writes rows to, in insertion order (spans first; a model call's
 # copies before its charge, which ``ledger.dedup`` keeps only for the charged copy).
-WRITTEN = ("spans", "call_copies", "charges", "guard_events", "evaluations", "content_blocks", "contexts")
+WRITTEN = (
+    "spans", "call_copies", "charges", "guard_events", "evaluations", "content_blocks", "run_blocks", "contexts",
+)  # fmt: skip
 
 
 def table(name: str) -> Table:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import dedup, lake, runs
 from .lake import lock as lake_lock
@@ -57,13 +58,21 @@ class IngestReport:
         return self.received - len(self.rejected) - self.spans_written
 
 
-# Content blocks are shared between spans and batches by design; rows of the
-# other tables repeat only when a batch is redelivered.
+# The ledger's shared blocks (system prompts, tool lists) repeat between spans and batches by
+# design; rows of the other keyed tables repeat only when a batch is redelivered.
 _SHARED_ROWS = frozenset({"content_blocks"})
 # Tables without a primary key (an index costs every insert), one row per span: a batch
 # whose spans are all new holds none stored; a replay inserts only the missing ones.
-_UNKEYED = frozenset({"call_copies"})
+_UNKEYED = frozenset({"call_copies", "contexts"})
 _NOT_STORED = "WHERE NOT EXISTS (SELECT 1 FROM {name} s WHERE s.trace_id = b.trace_id AND s.span_id = b.span_id)"
+# A run's blocks repeat across its batches by design (each turn re-sends its history): only the
+# ones its stored rows lack go in, those rows found through the trace index (a NOT EXISTS over the
+# whole table would read every run's keys at every commit).
+_NEW_RUN_BLOCKS = """
+INSERT INTO run_blocks ({cols}) SELECT {cols} FROM (SELECT DISTINCT ON (trace_id, hash) * FROM _batch) b
+WHERE NOT EXISTS (SELECT 1 FROM (SELECT trace_id, hash FROM run_blocks WHERE trace_id IN (SELECT unnest($traces))) s
+                  WHERE s.trace_id = b.trace_id AND s.hash = b.hash)
+"""
 
 
 def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table, *, ignore_existing: bool = False) -> int:
@@ -74,6 +83,9 @@ def _insert(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table, *, ignore
     cols = ", ".join(f'"{n}"' for n in data.column_names)
     if lake.is_lake(con):
         row = con.execute(lake.insert_new(name, cols, "_batch")).fetchone()
+    elif name == "run_blocks":
+        traces = pc.unique(data["trace_id"]).to_pylist()
+        row = con.execute(_NEW_RUN_BLOCKS.format(cols=cols), {"traces": traces}).fetchone()
     elif name in _UNKEYED:
         source = "_batch"
         if ignore_existing:  # its spans' keys guard it: only a replay can hold copies already stored

@@ -228,8 +228,8 @@ def ddl(sql: str) -> str:
 def primary_keys() -> dict[str, tuple[str, ...]]:
     """Each table's key, as the file ledger's primary keys declare it after every migration.
 
-    ``call_copies`` has none in the file (``ledger.write`` keeps it one row per span); on the
-    lake it is keyed like the spans.
+    ``call_copies`` and ``contexts`` have none in the file (``ledger.write`` keeps them one row
+    per span), nor ``run_blocks`` (one row per block and run); on the lake they are keyed so.
     """
     import duckdb
 
@@ -241,7 +241,8 @@ def primary_keys() -> dict[str, tuple[str, ...]]:
             "SELECT table_name, constraint_column_names FROM duckdb_constraints() WHERE constraint_type = 'PRIMARY KEY'"
         ).fetchall()
     keys = {name: tuple(columns) for name, columns in rows}
-    keys["call_copies"] = ("trace_id", "span_id")
+    keys["call_copies"] = keys["contexts"] = ("trace_id", "span_id")
+    keys["run_blocks"] = ("trace_id", "hash")
     return keys
 
 

@@ -26,10 +26,11 @@ _TOOL_NAME = f"json_extract_string(s.attributes, '$.\"{c.TOOL_NAME}\"')"
 
 def _tool_content(key: str) -> str:
     """A tool span's argument or result text, wherever ingest keeps it (``ledger.content``): inline
-    among the attributes (older ledgers), inline in its references, or in a content block."""
+    among the attributes (older ledgers), inline in its references, or in one of its run's blocks
+    (``rb``: the query's run's, read through the trace index)."""
     path = f"'$.\"{key}\"'"
     block_key = f"unhex(CASE json_type(s.content_refs, {path}) WHEN 'VARCHAR' THEN s.content_refs ->> {path} END)"
-    block = f"(SELECT json_extract_string(b.body, '$') FROM content_blocks b WHERE b.hash = {block_key})"
+    block = f"(SELECT json_extract_string(b.body, '$') FROM rb b WHERE b.hash = {block_key})"
     return (
         f"coalesce(json_extract_string(s.attributes, {path}), "
         f"json_extract_string(s.content_refs, '$.\"{key}\".v'), {block})"
@@ -151,7 +152,8 @@ def run_trace_tree(trace_id: str) -> Query:
     """
     tokens = ", ".join(f"c.{column}" for column in token_columns())
     return Query(
-        f"""SELECT s.span_id, s.parent_span_id, s.name, s.operation, s.kind,
+        f"""WITH rb AS (SELECT hash, body FROM run_blocks WHERE trace_id = ?)
+SELECT s.span_id, s.parent_span_id, s.name, s.operation, s.kind,
        s.start_time, s.end_time,
        (epoch_ns(s.start_time) - min(epoch_ns(s.start_time)) OVER ()) / 1e6 AS offset_ms,
        (epoch_ns(s.end_time) - epoch_ns(s.start_time)) / 1e6 AS duration_ms,
@@ -163,7 +165,7 @@ def run_trace_tree(trace_id: str) -> Query:
 FROM spans s LEFT JOIN charges c USING (trace_id, span_id)
 LEFT JOIN call_copies d ON d.trace_id = s.trace_id AND d.span_id = s.span_id AND d.duplicate_of IS NOT NULL
 WHERE s.trace_id = ? ORDER BY s.start_time, s.span_id""",
-        [trace_id],
+        [trace_id, trace_id],
     )
 
 

@@ -2,8 +2,8 @@
 
 "Detail" is what a run's spans carry beyond their skeleton: attribute JSON,
 events and links of every span but the root, the content references, and the
-captured content itself (``contexts`` with their message lists, the blocks nothing
-references any more). What stays of each span (ids, name, times, status,
+captured content itself (``contexts`` with their message lists, the run's blocks,
+the shared blocks nothing references any more). What stays of each span (ids, name, times, status,
 operation, tenant, resource, ``tool``, ``soft_failure``) and the root span whole
 is what ``ledger.runs`` rebuilds a run from and what the Health figures read, so
 a late span or a rebuild gives the same run row, and charges are never touched:
@@ -30,16 +30,8 @@ __all__ = ["DropReport", "collect_unreferenced_blocks", "compact", "drop_detail"
 
 _BATCH = 5_000  # traces per statement: bounded parameter lists, steady progress output
 _IDS = "(SELECT unnest(?::VARCHAR[]))"
-_HASH = "'[0-9a-f]{32}'"  # a content block's key spelled in hex (ledger.content: blake2b, 16 bytes)
-# Every block key still referenced (as BLOB, as content_blocks keys them). Message lists are keys in hex
-# one after another; refs are JSON (a key, a list of keys, or an inline value): any 32-hex token counts,
-# so an odd inline value can only keep a block, never lose one.
-_REFERENCED = f"""
-SELECT unhex(unnest(regexp_extract_all(messages, {_HASH}))) AS hash FROM contexts WHERE messages IS NOT NULL
-UNION SELECT system_block FROM contexts UNION SELECT tools_block FROM contexts
-UNION SELECT unhex(unnest(regexp_extract_all(response::VARCHAR, {_HASH}))) FROM contexts WHERE response IS NOT NULL
-UNION SELECT unhex(unnest(regexp_extract_all(content_refs::VARCHAR, {_HASH}))) FROM spans WHERE content_refs IS NOT NULL
-"""
+# Every shared block still referenced: a run's other blocks go with its detail (``run_blocks``).
+_REFERENCED = "SELECT system_block AS hash FROM contexts UNION SELECT tools_block FROM contexts"
 
 
 @dataclass
@@ -71,13 +63,14 @@ def drop_detail(con: duckdb.DuckDBPyConnection, trace_ids: Sequence[str], *, col
         [ids],
     )
     report.contexts_deleted = _count(con, f"DELETE FROM contexts WHERE trace_id IN {_IDS}", [ids])
+    report.blocks_deleted = _count(con, f"DELETE FROM run_blocks WHERE trace_id IN {_IDS}", [ids])
     if collect_blocks:
-        report.blocks_deleted = collect_unreferenced_blocks(con)
+        report.blocks_deleted += collect_unreferenced_blocks(con)
     return report
 
 
 def collect_unreferenced_blocks(con: duckdb.DuckDBPyConnection) -> int:
-    """Delete content blocks no row references (blocks are shared between traces)."""
+    """Delete the shared content blocks (system prompts, tool lists) no captured call references any more."""
     return _count(
         con,
         f"DELETE FROM content_blocks b WHERE NOT EXISTS (SELECT 1 FROM ({_REFERENCED}) r WHERE r.hash = b.hash)",
@@ -109,9 +102,10 @@ def prune(
         total.runs += done.runs
         total.spans_thinned += done.spans_thinned
         total.contexts_deleted += done.contexts_deleted
+        total.blocks_deleted += done.blocks_deleted
         if progress is not None:
             progress(start + len(batch), len(traces))
-    total.blocks_deleted = collect_unreferenced_blocks(con)
+    total.blocks_deleted += collect_unreferenced_blocks(con)
     return total
 
 

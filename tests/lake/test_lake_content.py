@@ -19,7 +19,7 @@ def test_captured_turns_rebuild_on_the_lake_as_on_a_file(lake_target, tmp_path):
             ingest(con, spans)  # an exporter's retry stores no block or context twice
         calls = sorted(file_con.execute("SELECT trace_id, span_id FROM contexts").fetchall())
         assert calls and sorted(lake_con.execute("SELECT trace_id, span_id FROM contexts").fetchall()) == calls
-        for name in ("content_blocks", "contexts"):
+        for name in ("content_blocks", "run_blocks", "contexts"):
             count = f"SELECT count(*) FROM {name}"
             assert lake_con.execute(count).fetchone() == file_con.execute(count).fetchone(), name
         for trace_id, span_id in calls:

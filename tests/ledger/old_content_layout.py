@@ -41,8 +41,8 @@ class OldContentRows:
         response = None
         if outputs:
             answers = ContextRows()
-            response = answers.refs(outputs)
-            self.blocks.update({key.hex(): body for key, body in answers.blocks.items()})
+            response = answers.refs(trace_id, outputs)
+            self.blocks.update({key.hex(): body for (_, key), body in answers.run_blocks.items()})
         if payload is None:
             self.contexts.append((trace_id, span_id, "null", None, None, None, 0, response))
             return

@@ -42,25 +42,26 @@ def test_no_context_when_capture_was_off(ledger, load):
     assert load_context(ledger, span_id[1], span_id[0]) is None
 
 
-def _stored_bytes(con) -> tuple[int, int]:
-    """What the content rows hold, and the payloads' full size. A call's message list repeats the
-    one before it plus its new messages: its zstd column stores that repeat as a back-reference,
-    so the lists count here compressed in row order (zlib standing in for DuckDB's zstd)."""
+def _stored_bytes(con) -> int:
+    """What the content rows hold. A call's message list repeats the one before it plus its new
+    messages: its zstd column stores that repeat as a back-reference, so the lists count here
+    compressed in row order (zlib standing in for DuckDB's zstd)."""
     stored = con.execute(
         """SELECT (SELECT coalesce(sum(octet_length(hash) + strlen(body)), 0) FROM content_blocks)
+                + (SELECT coalesce(sum(octet_length(hash) + strlen(body) + 32), 0) FROM run_blocks)
                 + (SELECT coalesce(sum(strlen(envelope) + 96), 0) FROM contexts)"""
     ).fetchone()[0]
     lists = "".join(m for (m,) in con.execute("SELECT messages FROM contexts ORDER BY rowid").fetchall() if m)
-    naive = con.execute("SELECT sum(payload_bytes) FROM contexts").fetchone()[0]
-    return int(stored) + len(zlib.compress(lists.encode())), int(naive)
+    return int(stored) + len(zlib.compress(lists.encode()))
 
 
 def test_context_storage_grows_linearly_with_turns(tmp_path):
     sizes = {}
     for turns in (20, 40):
         con = open_ledger(tmp_path / f"{turns}.duckdb")
-        ingest(con, _long_run(f"growth-{turns}", turns)[0])
-        sizes[turns] = _stored_bytes(con)
+        spans, payloads = _long_run(f"growth-{turns}", turns)
+        ingest(con, spans)
+        sizes[turns] = _stored_bytes(con), sum(len(json.dumps(p, separators=(",", ":"))) for p in payloads)
         con.close()
     stored20, naive20 = sizes[20]
     stored40, naive40 = sizes[40]
@@ -95,6 +96,7 @@ def test_secrets_in_captured_payloads_never_reach_the_database(ledger, db_path):
     ledger.execute("CHECKPOINT")
     raw = db_path.read_bytes()
     dumped = json.dumps(ledger.execute("SELECT hex(hash), body FROM content_blocks").fetchall())
+    dumped += json.dumps(ledger.execute("SELECT hex(hash), body FROM run_blocks").fetchall())
     for secret in ("sk-ant-api03-SECRET", "jane.doe@example.com", "4111 1111 1111 1111", "4242424242424242"):
         assert secret not in dumped
         assert secret.encode() not in raw

@@ -1,4 +1,4 @@
-"""Migration 13: a ledger written with the old content layout opens and rebuilds every captured turn."""
+"""Migrations 13 and 19: a ledger written with the old content layout opens and rebuilds every captured turn."""
 
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ def _old_ledger(db_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
 
 def test_an_old_ledger_opens_and_every_captured_turn_is_rebuilt(db_path, monkeypatch) -> None:
     _old_ledger(db_path, monkeypatch)
-    con = open_ledger(db_path)  # migration 13 runs now
-    assert schema.schema_version(con) >= 13
+    con = open_ledger(db_path)  # migrations 13 and 19 run now
+    assert schema.schema_version(con) >= 19
     for (trace, span), (payload, answer) in CALLS.items():
         got = load_context(con, trace, span)
         assert json.dumps(got) == json.dumps(payload)  # equal, key order included
@@ -79,17 +79,23 @@ def test_an_old_ledger_opens_and_every_captured_turn_is_rebuilt(db_path, monkeyp
     assert q.run(con, q.run_trace_tree("b" * 32))["tool_result"].tolist() == [LONG_RESULT]
     tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert "message_chain" not in tables
+    # What runs share stays shared (the two system prompts, the tool list); the rest is per run.
+    shared = {json.loads(b) for (b,) in con.execute("SELECT body FROM content_blocks").fetchall() if b.startswith('"')}
+    assert con.execute("SELECT count(*) FROM content_blocks").fetchone()[0] == 3 and shared == {"brief"}
+    per_run = dict(con.execute("SELECT trace_id, count(*) FROM run_blocks GROUP BY 1").fetchall())
+    assert per_run == {"a" * 32: 7, "b" * 32: 8}  # b: 5 messages, 2 answers, the tool result
     con.close()
 
 
 def test_a_run_continued_after_migration_stores_only_its_new_blocks(db_path, monkeypatch) -> None:
     _old_ledger(db_path, monkeypatch)
     con = open_ledger(db_path)
-    before = con.execute("SELECT count(*) FROM content_blocks").fetchone()[0]
+    count = "SELECT (SELECT count(*) FROM content_blocks), (SELECT count(*) FROM run_blocks)"
+    shared, per_run = con.execute(count).fetchone()
     sent = _payload(5)  # run a's next call: the same system, tools and history, plus four new messages
     span = SpanRecord("a" * 32, "5" * 16, "chat claude-sonnet-5", T0, T0 + MS, "", "CLIENT",
                       attributes={**CHAT, "turnledger.request.body": json.dumps(sent)})  # fmt: skip
     assert not ingest(con, [span]).rejected
-    assert con.execute("SELECT count(*) FROM content_blocks").fetchone()[0] == before + 4
+    assert con.execute(count).fetchone() == (shared, per_run + 4)
     assert json.dumps(load_context(con, "a" * 32, "5" * 16)) == json.dumps(sent)
     con.close()

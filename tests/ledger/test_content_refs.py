@@ -10,19 +10,20 @@ import pytest
 from ledger import queries as q
 from ledger import schema
 from ledger.content import (
-    BLOCKS,
-    CALL_CONTEXT,
-    CALL_RESPONSES,
     INLINE_CHARS,
+    RUN_BLOCKS,
+    RUN_CONTEXTS,
+    SHARED_BLOCKS,
     ContextRows,
-    call_key,
     load_context,
     load_response,
     trace_attributes,
 )
 from ledger.ingest import ingest
+from ledger.rows import prepare
 from ledger.spans import SpanRecord
 from ledger.store import open_ledger
+from ledger.write import write
 from tests.ledger.old_content_layout import OldContentRows
 from tests.ledger.test_billed_once import charges, official_span, sdk_span
 
@@ -79,14 +80,14 @@ def test_a_response_is_rebuilt_exactly_and_leaves_the_span_attributes(shape: str
     } == {k: json.loads(v) if k in ("gen_ai.output.messages", "output.value") else v for k, v in attrs.items()}
 
 
-def test_tool_arguments_and_results_are_content_addressed_each_distinct_block_once() -> None:
+def test_tool_arguments_and_results_are_content_addressed_each_distinct_block_once_per_run() -> None:
     con = open_ledger(":memory:")
     tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
             "gen_ai.tool.call.arguments": '{"who": "alice"}', "gen_ai.tool.call.result": LONG_RESULT}  # fmt: skip
     spans = [_span(TOOL, tool, "execute_tool lookup"), _span("d" * 16, tool, "execute_tool lookup")]
     ingest(con, spans)
-    blocks = con.execute("SELECT count(*) FROM content_blocks WHERE body = ?", [json.dumps(LONG_RESULT)]).fetchone()
-    assert blocks == (1,)  # two spans, one block
+    blocks = con.execute("SELECT count(*) FROM run_blocks WHERE body = ?", [json.dumps(LONG_RESULT)]).fetchone()
+    assert blocks == (1,)  # two spans of one run, one block
     for span_id in (TOOL, "d" * 16):
         assert trace_attributes(con, TRACE)[span_id] == tool
     tree = q.run(con, q.run_trace_tree(TRACE))
@@ -100,7 +101,7 @@ def test_our_answer_and_the_next_request_share_the_message_block() -> None:
     rows.add(TRACE, CHAT, None, {"gen_ai.output.messages": json.dumps([{**message, "finish_reason": "end_turn"}])})
     rows.add(TRACE, "d" * 16, {"model": "m", "messages": [{"role": "user", "content": "q"}, message]})
     # Two blocks: the user's message, and the answer stored once (its finish_reason beside the reference).
-    assert sorted(rows.blocks.values()) == sorted(
+    assert sorted(rows.run_blocks.values()) == sorted(
         json.dumps(m, separators=(",", ":")) for m in (message, {"role": "user", "content": "q"})
     )
 
@@ -115,6 +116,7 @@ def test_secrets_in_a_response_and_a_tool_result_never_reach_the_database(db_pat
     con.execute("CHECKPOINT")
     shown = json.dumps([load_response(con, TRACE, CHAT), trace_attributes(con, TRACE)])
     stored = json.dumps(con.execute("SELECT hex(hash), body FROM content_blocks").fetchall())
+    stored += json.dumps(con.execute("SELECT hex(hash), body FROM run_blocks").fetchall())
     stored += json.dumps(con.execute("SELECT attributes, content_refs FROM spans").fetchall())
     con.close()
     raw = db_path.read_bytes()
@@ -165,14 +167,19 @@ def _plan(con, sql: str, params: list[Any]) -> str:  # type: ignore[no-untyped-d
     return str(con.execute("EXPLAIN ANALYZE " + sql, params).fetchall()[0][1])
 
 
-def test_a_turn_is_rebuilt_through_the_keys_not_a_table_scan() -> None:
-    """The lookups ``load_turn`` and ``trace_attributes`` make: each one an index scan, so their cost
-    does not grow with the ledger."""
+def test_a_turn_is_rebuilt_through_the_indexes_not_a_table_scan() -> None:
+    """The lookups ``load_turn`` and ``trace_attributes`` make: each one an index scan (a run's rows by
+    its trace id, shared blocks by their key), so their cost does not grow with the ledger."""
     con = open_ledger(":memory:")
     spans = [
         _span(
             f"{i:016x}",
-            {**CHAT_ATTRS, "turnledger.request.body": json.dumps({"messages": [{"role": "user", "content": str(i)}]})},
+            {
+                **CHAT_ATTRS,
+                "turnledger.request.body": json.dumps(
+                    {"system": f"prompt {i % 3}", "messages": [{"role": "user", "content": str(i)}]}
+                ),
+            },
         )
         for i in range(1, 200)
     ]
@@ -185,7 +192,34 @@ def test_a_turn_is_rebuilt_through_the_keys_not_a_table_scan() -> None:
     )
     trace = f"{7:032x}"
     hashes = [h for (h,) in con.execute("SELECT hash FROM content_blocks LIMIT 3").fetchall()]
-    call = call_key(trace, spans[6].span_id)
-    for sql, params in ((CALL_CONTEXT, [call]), (CALL_RESPONSES, [[call]]), (BLOCKS, [hashes])):
+    assert len(hashes) == 3  # the three system prompts, shared by the runs
+    for sql, params in ((RUN_CONTEXTS, [trace]), (RUN_BLOCKS, [trace]), (SHARED_BLOCKS, [hashes])):
         plan = _plan(con, sql, params)
         assert "Index Scan" in plan and "Sequential Scan" not in plan, plan
+
+
+def _turn(span_id: str, history: list[dict[str, Any]], trace: str = TRACE) -> SpanRecord:
+    body = {"model": "claude-sonnet-5", "system": "be brief", "messages": history}
+    return SpanRecord(trace, span_id, "chat claude-sonnet-5", T0, T0 + MS, "", "CLIENT",
+                      attributes={**CHAT_ATTRS, "turnledger.request.body": json.dumps(body)})  # fmt: skip
+
+
+def test_a_run_resending_its_history_stores_each_message_once_whether_batches_coalesce_or_not() -> None:
+    """Each turn re-sends the run's history: the blocks a run already holds are not inserted again,
+    from another commit or from another batch of the same commit (the server coalesces batches);
+    another run sending the same message gets its own block, the shared system prompt does not."""
+    history = [{"role": "user", "content": f"message {i} " * 40} for i in range(6)]
+    turns = [_turn(f"{i + 1:016x}", history[: 2 * i + 2]) for i in range(3)]
+    other = _turn("f" * 16, history[:2], trace="e" * 32)
+    apart, together = open_ledger(":memory:"), open_ledger(":memory:")
+    for span in turns:  # one commit per turn
+        ingest(apart, [span])
+    write(together, [prepare([turns[0]]), prepare(turns[1:]), prepare([other])])  # one commit, three batches
+    ingest(apart, [other])
+    for con in (apart, together):
+        per_run = con.execute("SELECT trace_id, count(*), count(DISTINCT hash) FROM run_blocks GROUP BY 1 ORDER BY 1")
+        assert per_run.fetchall() == [(TRACE, 6, 6), ("e" * 32, 2, 2)]
+        assert con.execute("SELECT count(*) FROM content_blocks").fetchone() == (1,)
+        for span in (*turns, other):
+            sent = json.loads(span.attributes["turnledger.request.body"])
+            assert load_context(con, span.trace_id, span.span_id) == sent

@@ -15,7 +15,7 @@ from ledger import runs as runs_module
 from ledger.ingest import MAX_ATTRIBUTE_CHARS, ingest
 from ledger.schema import MIGRATIONS, migrate, schema_version
 
-TABLES = ("spans", "charges", "guard_events", "runs", "content_blocks", "contexts")
+TABLES = ("spans", "charges", "guard_events", "runs", "content_blocks", "run_blocks", "contexts")
 
 
 def _counts(con):

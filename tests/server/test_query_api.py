@@ -112,7 +112,7 @@ def test_context_endpoint_returns_the_captured_payload(loaded):
     client = ServerClient(loaded.url)
     trace_id, span_id = (
         loaded.con.cursor()
-        .execute("SELECT trace_id, span_id FROM contexts ORDER BY payload_bytes DESC LIMIT 1")
+        .execute("SELECT trace_id, span_id FROM contexts ORDER BY length(messages) DESC, span_id LIMIT 1")
         .fetchone()
     )
     with loaded.readers.connection() as cur:
