@@ -101,6 +101,8 @@ def test_sampling_keeps_every_failed_runs_detail_a_tenth_of_the_rest_and_every_c
     assert 0.05 * len(ordinary) <= len(kept) <= 0.15 * len(ordinary), (len(kept), len(ordinary))
     for t in ordinary - kept:
         assert after[t][1] == 0 and after[t][0] != before[t][0]  # content gone, spans thinned
+    dropped_blocks = "SELECT count(*) FROM run_blocks WHERE trace_id IN (SELECT unnest(?))"
+    assert con.execute(dropped_blocks, [sorted(ordinary - kept)]).fetchone() == (0,)  # a dropped run's own blocks
     # The blocks a kept run shares with dropped ones survive: its every turn rebuilds exactly.
     still_kept = [t for t in some if t in due or t in kept]
     assert still_kept and _turns(con, still_kept) == {k: v for k, v in turns_before.items() if k[0] in still_kept}
@@ -129,6 +131,7 @@ def test_prune_shrinks_the_file_and_leaves_the_money_unchanged(simulated, tmp_pa
     con = open_ledger(path, read_only=True)
     assert con.execute("SELECT count(*) FROM contexts").fetchone() == (0,)
     assert con.execute("SELECT count(*) FROM content_blocks").fetchone() == (0,)
+    assert con.execute("SELECT count(*) FROM run_blocks").fetchone() == (0,)
     con.close()
 
 
