@@ -277,5 +277,7 @@ def test_no_200_before_the_commit_and_503_when_it_does_not_come_in_time(make_ser
     r = post_otlp(server.url, otlp_json(run_spans("held")))
     assert r.status == 503 and "not committed within 1.0 s" in r.json()["message"]
     gate.set()
+    # The retry waits as long as a commit may take on a loaded machine: what is asserted is the outcome.
+    monkeypatch.setattr(server.config, "ack_timeout_s", HANG_GUARD_S)
     assert post_otlp(server.url, otlp_json(run_spans("held"))).status == 200  # the retry: charged once
     assert count(server, "SELECT count(*) FROM charges") == 2

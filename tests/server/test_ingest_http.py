@@ -24,6 +24,7 @@ from ledger import conventions as c
 from .conftest import ROOT, count, gz, otlp_json, post_otlp, request, run_spans, wait_until
 
 PROTOBUF = "application/x-protobuf"
+EXPORT_WAIT_S = 60  # the exporter's wait for an answer: the SDK's 10 s default is shorter than a cold start under load
 
 
 def sdk_spans(n_calls: int = 2) -> list:
@@ -52,7 +53,7 @@ def protobuf_body(spans: list) -> bytes:
 
 def test_protobuf_from_the_official_exporter_lands(server):
     spans = sdk_spans(2)
-    exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces")
+    exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces", timeout=EXPORT_WAIT_S)
     assert exporter.export(spans) is SpanExportResult.SUCCESS
     assert count(server, "SELECT count(*) FROM spans") == 3
     rows = (
@@ -266,7 +267,8 @@ def test_decoder_processes_give_the_same_rows_and_a_crashed_one_costs_one_retry(
 
     server = make_server(decode_workers=1)
     # protobuf from the official exporter, priced in the worker with the server's price book
-    assert OTLPSpanExporter(endpoint=f"{server.url}/v1/traces").export(sdk_spans(2)) is SpanExportResult.SUCCESS
+    exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces", timeout=EXPORT_WAIT_S)  # a cold decoder process
+    assert exporter.export(sdk_spans(2)) is SpanExportResult.SUCCESS
     usd = "SELECT sum(usd_input + usd_output + usd_cache_write + usd_cache_read) FROM charges"
     assert count(server, usd) == Decimal("0.010353")
     # one bad span: the rest land, the count comes back; garbage: 400, nothing written

@@ -34,7 +34,9 @@ ANSWER = [{"role": "assistant", "parts": [{"type": "text", "content": "It ships 
 def _export_judged_run(server) -> tuple[str, str]:
     """One run through the official exporter: a captured chat span judged by a gen_ai.evaluation.result event."""
     provider = TracerProvider(resource=Resource.create({"service.name": "support"}))
-    exporter = OTLPSpanExporter(endpoint=f"{server.url}/v1/traces", headers={"Authorization": f"Bearer {TOKEN}"})
+    exporter = OTLPSpanExporter(
+        endpoint=f"{server.url}/v1/traces", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
+    )  # the SDK's 10 s default is shorter than a first commit takes on a loaded machine
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("my.agent", "1.0")
     attrs = {c.OPERATION_NAME: "invoke_agent", c.AGENT_NAME: "support", c.STOP_CAUSE: "completed"}
