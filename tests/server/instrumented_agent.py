@@ -80,16 +80,17 @@ def _create(client: anthropic.Anthropic, kwargs: dict[str, object], stream: bool
 
 
 def exporter(protocol: str, collector_url: str, token: str | None) -> SpanExporter:
-    """The official OTLP exporter for ``protocol``, as an application would configure it."""
+    """The official OTLP exporter for ``protocol``, as an application would configure it (waiting 60 s for an
+    answer rather than the SDK's 10 s: a collector's first commit beside another test suite can take longer)."""
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 
         metadata = (("authorization", f"Bearer {token}"),) if token else None
-        return GrpcExporter(endpoint=collector_url, insecure=True, headers=metadata)
+        return GrpcExporter(endpoint=collector_url, insecure=True, headers=metadata, timeout=60)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
     headers = {"Authorization": f"Bearer {token}"} if token else None
-    return HttpExporter(endpoint=f"{collector_url}/v1/traces", headers=headers)
+    return HttpExporter(endpoint=f"{collector_url}/v1/traces", headers=headers, timeout=60)
 
 
 def _capture(spans: list[ReadableSpan], folder: str) -> None:
