@@ -3,11 +3,11 @@
 ``write`` inserts any number of prepared batches in one transaction (DuckDB
 work, which runs outside the GIL) and rebuilds the runs they touch
 (``ledger.runs``). Either everything from one ``write`` lands or nothing
-does. Every table is keyed by (trace_id, span_id[, seq]) (content by hash), so
-a batch delivered twice (OTLP exporters retry) changes nothing the second
-time: a plain INSERT is tried first, and a key conflict replays the
-transaction with INSERT OR IGNORE (which costs about 10 µs more per span, so
-only redeliveries pay it). A DuckLake has no keys: there every row goes in by an
+does. Every table is keyed by (trace_id, span_id[, seq]) (content by hash, a
+run's own blocks by trace and hash), so a batch delivered twice (OTLP exporters
+retry) changes nothing the second time: a plain INSERT is tried first, and a key
+conflict replays the transaction with INSERT OR IGNORE (which costs about 10 µs
+more per span, so only redeliveries pay it). A DuckLake has no keys: there every row goes in by an
 anti-join on its table's key (``ledger.lake.insert_new``), first time and every time, with
 the lake's write lock held (``ledger.lake.lock``), so that it holds across collectors.
 

@@ -223,3 +223,16 @@ def test_a_run_resending_its_history_stores_each_message_once_whether_batches_co
         for span in (*turns, other):
             sent = json.loads(span.attributes["turnledger.request.body"])
             assert load_context(con, span.trace_id, span.span_id) == sent
+
+
+def test_a_turn_is_rebuilt_when_its_blocks_rows_moved_between_the_two_reads(monkeypatch) -> None:
+    """Bodies are read by row id after the keys: if the rows moved in between (a checkpoint after a
+    delete renumbers them), the run's blocks are read by trace instead; the turn comes back whole."""
+    import ledger.content as content
+
+    history = [{"role": "user", "content": f"message {i} " * 40} for i in range(4)]
+    con = open_ledger(":memory:")
+    ingest(con, [_turn("1" * 16, history)])
+    sent = json.loads(_turn("1" * 16, history).attributes["turnledger.request.body"])
+    monkeypatch.setattr(content, "BLOCKS_BY_ROW", content.BLOCKS_BY_ROW.replace("rowid IN", "rowid + 1000 IN"))
+    assert load_context(con, TRACE, "1" * 16) == sent
