@@ -2,12 +2,13 @@
 
 "Detail" is what a run's spans carry beyond their skeleton: attribute JSON,
 events and links of every span but the root, the content references, and the
-captured content itself (``contexts`` with their message lists, the run's blocks,
-the shared blocks nothing references any more). What stays of each span (ids, name, times, status,
-operation, tenant, resource, ``tool``, ``soft_failure``) and the root span whole
-is what ``ledger.runs`` rebuilds a run from and what the Health figures read, so
-a late span or a rebuild gives the same run row, and charges are never touched:
-the money is the same to the cent after any drop.
+captured content itself (``contexts`` with their message lists, the run's own
+blocks, the shared blocks no run references any more). What stays of each span
+(ids, name, times, status, operation, tenant, resource, ``tool``,
+``soft_failure``) and the root span whole is what ``ledger.runs`` rebuilds a run
+from and what the Health figures read, so a late span or a rebuild gives the
+same run row, and charges are never touched: the money is the same to the cent
+after any drop.
 
 Used by sampling (``ledger.retention.sampling``: runs sampled out after their grace period)
 and by ``turnledger prune --older-than`` (runs started before the cutoff).
