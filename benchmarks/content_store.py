@@ -9,11 +9,11 @@ Two measurements, each printed with its ratio:
   blocks (the file less its free blocks). A checkpoint rewrites each table's last,
   partly filled row group (122,880 rows) and every index it changed, and frees the
   old copy: below a row group, as here, that is the whole table, and the content
-  run's larger log (89 MB against 40 MB) passes the 64 MiB checkpoint threshold
-  once before the final checkpoint, so its file carries a free copy the other does
-  not (with a threshold above the log, file = live). DuckDB reuses free blocks only
-  in part: 160k spans ingested in four checkpointed quarters kept 35-45% of either
-  file free (content: 431 B/span on the file, 303 live).
+  run's larger log passes the 64 MiB checkpoint threshold before the final
+  checkpoint, so its file carries a free copy the other does not. DuckDB reuses
+  free blocks only in part, so the file's share of them falls as the ledger grows
+  past a few row groups: at 160k spans content cost 393 B/span on the file and 259
+  live (``--spans 160000``), at 40k 786 and 288.
   ``--baseline TREE`` measures the same spans with another checkout's ``ledger``
   too (e.g. a git worktree of the commit before), in the same run. Beside them,
   where the bytes go: what content adds to each table, as data and as indexes
