@@ -13,7 +13,8 @@ Two measurements, each printed with its ratio:
   checkpoint, so its file carries a free copy the other does not. DuckDB reuses
   free blocks only in part, so the file's share of them falls as the ledger grows
   past a few row groups: at 160k spans content cost 393 B/span on the file and 259
-  live (``--spans 160000``), at 40k 786 and 288.
+  live (``--spans 160000``), at 40k 786 and 288. The third figure, "compacted",
+  is a fresh copy of the file: what ``turnledger prune`` gives back.
   ``--baseline TREE`` measures the same spans with another checkout's ``ledger``
   too (e.g. a git worktree of the commit before), in the same run. Beside them,
   where the bytes go: what content adds to each table, as data and as indexes
@@ -53,6 +54,7 @@ from agent_workload import workload  # noqa: E402  (a sibling module, not a pack
 _CONTENT_KEYS = ("turnledger.request.body", "gen_ai.output.messages", "gen_ai.tool.call.arguments",
                  "gen_ai.tool.call.result")  # fmt: skip
 _BATCH = 2_000
+_FIGURES = ("file", "live", "compacted")  # the file as ingest leaves it, its blocks in use, a fresh copy of it
 
 
 def _live_bytes(con: Any) -> int:
@@ -60,8 +62,25 @@ def _live_bytes(con: Any) -> int:
     return int(row[2]) * int(row[4])  # block_size * used_blocks
 
 
-def _ingest_file(path: Path, spans: list[Any]) -> tuple[int, int]:
-    """The file's size and its live bytes (the blocks in use) once ``spans`` are ingested and checkpointed."""
+def _compacted_bytes(path: Path) -> int:
+    """The size of a fresh copy of the file (COPY FROM DATABASE): what ``turnledger prune``'s compaction
+    (``ledger.retention.compact``) leaves, its free blocks given back."""
+    import duckdb
+
+    copy = path.with_name(path.name + ".copy")
+    con = duckdb.connect(config={"storage_compatibility_version": "latest"})  # as open_ledger writes a new file
+    con.execute(f"ATTACH '{path}' AS src (READ_ONLY)")
+    con.execute(f"ATTACH '{copy}' AS dst")
+    con.execute("COPY FROM DATABASE src TO dst")
+    con.close()
+    size = copy.stat().st_size
+    copy.unlink()
+    return size
+
+
+def _ingest_file(path: Path, spans: list[Any]) -> tuple[int, int, int]:
+    """The file's size, its live bytes (the blocks in use) and its compacted size once ``spans`` are
+    ingested and checkpointed."""
     from ledger.ingest import ingest
     from ledger.store import open_ledger
 
@@ -71,7 +90,7 @@ def _ingest_file(path: Path, spans: list[Any]) -> tuple[int, int]:
     con.execute("CHECKPOINT")
     live = _live_bytes(con)
     con.close()
-    return path.stat().st_size, live
+    return path.stat().st_size, live, _compacted_bytes(path)
 
 
 # Where the bytes go: the tables content lives in (``message_chain``: the layout before migration 13).
@@ -137,7 +156,7 @@ def measure_sizes(n_spans: int) -> dict[str, Any]:
         without = _ingest_file(without_path, _stripped(spans))
         with_content = _ingest_file(with_path, spans)
         tables = {"without": breakdown(without_path), "with": breakdown(with_path)}
-    for i, figure in enumerate(("file", "live")):
+    for i, figure in enumerate(_FIGURES):
         out |= {f"{figure} without": without[i] / n, f"{figure} with": with_content[i] / n}
         out[f"{figure} content"] = (with_content[i] - without[i]) / n
     out["tables"] = {  # what content adds to each table, B/span: [data, indexes]
@@ -230,7 +249,7 @@ def _print_sizes(sizes: dict[str, dict[str, Any]]) -> None:
     n = int(next(iter(sizes.values()))["spans"])
     print(f"\n## bytes/span on disk, {n:,} workload spans (goal: content <= 300)")
     for label, s in sizes.items():
-        for figure in ("file", "live"):
+        for figure in _FIGURES:
             print(
                 f"{label:>30} {figure}: without content {s[f'{figure} without']:6.0f}   "
                 f"with {s[f'{figure} with']:6.0f}   content {s[f'{figure} content']:6.0f} B/span"
@@ -242,7 +261,7 @@ def _print_sizes(sizes: dict[str, dict[str, Any]]) -> None:
         )
     if len(sizes) == 2:  # this checkout, then the baseline
         ours, base = sizes.values()
-        for figure in ("file", "live"):
+        for figure in _FIGURES:
             ratio = ours[f"{figure} content"] / base[f"{figure} content"]
             print(f"{'content, this / baseline':>30} {figure}: {ratio:.2f}x")
 

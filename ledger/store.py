@@ -18,7 +18,7 @@ from .schema import MIGRATIONS, migrate, pending_migrations, schema_version
 from .settings import data_path as default_data_path
 from .settings import db_path
 
-__all__ = ["open_ledger"]
+__all__ = ["NEW_FILES", "open_ledger"]
 
 # DuckDB checkpoints (moves the write-ahead log into the file) inside the commit
 # that takes the log past this size. At the 16 MiB default a busy writer spent a
@@ -28,11 +28,10 @@ __all__ = ["open_ledger"]
 CHECKPOINT_THRESHOLD = "64MiB"
 # A new file is written in the newest storage format: DuckDB 1.5 keeps the default at an old one
 # (for older readers) where ``USING COMPRESSION zstd`` silently stores the content store's bodies
-# uncompressed (content took 2,647 B/span instead of 1,088 in benchmarks/content_store.py).
-_CONFIG: dict[str, str | bool | int | float | list[str]] = {
-    "checkpoint_threshold": CHECKPOINT_THRESHOLD,
-    "storage_compatibility_version": "latest",
-}
+# uncompressed (content took 2,647 B/span instead of 1,088 in benchmarks/content_store.py). Every
+# connection that creates a ledger file passes it (``ledger.retention.compact`` too).
+NEW_FILES: dict[str, str | bool | int | float | list[str]] = {"storage_compatibility_version": "latest"}
+_CONFIG: dict[str, str | bool | int | float | list[str]] = {"checkpoint_threshold": CHECKPOINT_THRESHOLD, **NEW_FILES}
 
 
 def open_ledger(

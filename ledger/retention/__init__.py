@@ -27,6 +27,8 @@ from pathlib import Path
 
 import duckdb
 
+from ..store import NEW_FILES
+
 __all__ = ["DropReport", "collect_unreferenced_blocks", "compact", "drop_detail", "prune", "traces_before"]
 
 _BATCH = 5_000  # traces per statement: bounded parameter lists, steady progress output
@@ -124,7 +126,7 @@ def compact(path: Path) -> tuple[int, int]:
     copy = path.with_name(path.name + ".compact")
     for leftover in (copy, Path(f"{copy}.wal")):
         leftover.unlink(missing_ok=True)
-    con = duckdb.connect()
+    con = duckdb.connect(config=NEW_FILES)  # the copy in the ledger's storage format: zstd bodies stay compressed
     try:
         con.execute(f"ATTACH {_literal(path)} AS src (READ_ONLY)")
         con.execute(f"ATTACH {_literal(copy)} AS dst")

@@ -100,3 +100,27 @@ def test_secrets_in_captured_payloads_never_reach_the_database(ledger, db_path):
     for secret in ("sk-ant-api03-SECRET", "jane.doe@example.com", "4111 1111 1111 1111", "4242424242424242"):
         assert secret not in dumped
         assert secret.encode() not in raw
+
+
+def test_compacting_a_ledger_keeps_its_content_compressed(tmp_path):
+    """``compact`` (what ``turnledger prune`` ends with) writes its copy in the ledger's storage format:
+    in DuckDB's default one the content's zstd columns were stored uncompressed and the copy grew."""
+    from ledger.retention import compact
+
+    path = tmp_path / "ledger.duckdb"
+    con = open_ledger(path)
+    runs = [_long_run(f"compact-{i}", 12) for i in range(20)]
+    for spans, _ in runs:
+        ingest(con, spans)
+    con.close()
+    before, after = compact(path)
+    con = open_ledger(path, read_only=True)
+    compression = (
+        "SELECT DISTINCT compression FROM pragma_storage_info(?) WHERE column_name = ? AND segment_type = 'VARCHAR'"
+    )
+    assert con.execute(compression, ["run_blocks", "body"]).fetchall() == [("ZSTD",)]
+    assert after <= before, (before, after)
+    spans, payloads = runs[7]
+    chats = [s for s in spans if s.name.startswith("chat")]
+    assert [load_context(con, s.trace_id, s.span_id) for s in chats] == payloads
+    con.close()
