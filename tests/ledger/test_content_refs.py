@@ -11,6 +11,7 @@ from ledger import queries as q
 from ledger import schema
 from ledger.content import (
     INLINE_CHARS,
+    RUN_BLOCK_ROWS,
     RUN_BLOCKS,
     RUN_CONTEXTS,
     SHARED_BLOCKS,
@@ -193,7 +194,12 @@ def test_a_turn_is_rebuilt_through_the_indexes_not_a_table_scan() -> None:
     trace = f"{7:032x}"
     hashes = [h for (h,) in con.execute("SELECT hash FROM content_blocks LIMIT 3").fetchall()]
     assert len(hashes) == 3  # the three system prompts, shared by the runs
-    for sql, params in ((RUN_CONTEXTS, [trace]), (RUN_BLOCKS, [trace]), (SHARED_BLOCKS, [hashes])):
+    for sql, params in (
+        (RUN_CONTEXTS, [trace]),
+        (RUN_BLOCK_ROWS, [trace]),
+        (RUN_BLOCKS, [trace]),
+        (SHARED_BLOCKS, [hashes]),
+    ):
         plan = _plan(con, sql, params)
         assert "Index Scan" in plan and "Sequential Scan" not in plan, plan
 
