@@ -11,6 +11,7 @@ import base64
 import json
 import re
 import shutil
+import time
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard.data import CACHE_TTL_S
 from dashboard.ui import pct, usd
 from ledger import queries as q
 from ledger.content import load_context, load_response
@@ -454,6 +456,7 @@ def test_refresh_reads_spans_that_arrived_since(app, sample_db, tmp_path):
     db = tmp_path / "live.duckdb"
     shutil.copy(sample_db, db)
     at = app(db)
+    cached_at = time.monotonic()
     assert metrics(at)["Runs"][0] == "10"
     assert at.sidebar.button[0].label == "Refresh" and at.sidebar.toggle[0].label == "Auto-refresh"
     FileSource(db).close()  # hand the file to the writer now rather than after the idle delay
@@ -463,7 +466,8 @@ def test_refresh_reads_spans_that_arrived_since(app, sample_db, tmp_path):
     ingest(con, t.finish("completed"))
     con.close()
     at.run()
-    assert metrics(at)["Runs"][0] == "10"  # still the cached figures...
+    if time.monotonic() - cached_at < CACHE_TTL_S - 1:  # on a loaded machine the entries may have expired
+        assert metrics(at)["Runs"][0] == "10"  # still the cached figures...
     # ...until Refresh bumps the generation. (AppTest re-runs only the page script after the
     # first run of an st.navigation app, so the sidebar button itself is clicked in the browser test.)
     at.session_state["tl_generation"] = 1
