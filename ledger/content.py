@@ -206,6 +206,7 @@ class ContextRows:
 RUN_CONTEXTS = (
     "SELECT span_id, envelope, system_block, tools_block, messages, response FROM contexts WHERE trace_id = ?"
 )
+RUN_RESPONSES = "SELECT span_id, response FROM contexts WHERE trace_id = ?"
 RUN_BLOCK_ROWS = "SELECT hash, rowid FROM run_blocks WHERE trace_id = ?"
 BLOCKS_BY_ROW = "SELECT hash, body FROM run_blocks WHERE rowid IN (SELECT unnest(?))"
 RUN_BLOCKS = "SELECT hash, body FROM run_blocks WHERE trace_id = ?"
@@ -260,7 +261,7 @@ def _resolved(refs: Refs, bodies: Mapping[bytes, Any]) -> dict[str, Any]:
 def trace_attributes(con: duckdb.DuckDBPyConnection, trace_id: str) -> dict[str, dict[str, Any]]:
     """Every span of a trace -> its attribute set as received (content restored; secrets redacted)."""
     spans = con.execute("SELECT span_id, attributes, content_refs FROM spans WHERE trace_id = ?", [trace_id]).fetchall()
-    responses = {sid: r for sid, *_, r in con.execute(RUN_CONTEXTS, [trace_id]).fetchall()}  # None: nothing answered
+    responses = dict(con.execute(RUN_RESPONSES, [trace_id]).fetchall())  # None: nothing answered
     parsed = {sid: [json.loads(r) for r in (refs, responses.get(sid)) if r] for sid, _, refs in spans}
     bodies = _bodies(con, trace_id, [k for refs in parsed.values() for p in refs for k in _ref_keys(p)], [])
     out: dict[str, dict[str, Any]] = {}

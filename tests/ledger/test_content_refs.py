@@ -14,6 +14,7 @@ from ledger.content import (
     RUN_BLOCK_ROWS,
     RUN_BLOCKS,
     RUN_CONTEXTS,
+    RUN_RESPONSES,
     SHARED_BLOCKS,
     ContextRows,
     load_context,
@@ -196,6 +197,7 @@ def test_a_turn_is_rebuilt_through_the_indexes_not_a_table_scan() -> None:
     assert len(hashes) == 3  # the three system prompts, shared by the runs
     for sql, params in (
         (RUN_CONTEXTS, [trace]),
+        (RUN_RESPONSES, [trace]),
         (RUN_BLOCK_ROWS, [trace]),
         (RUN_BLOCKS, [trace]),
         (SHARED_BLOCKS, [hashes]),
