@@ -84,7 +84,6 @@ def main() -> None:
     ingest_s = time.perf_counter() - t0
     con.execute("CHECKPOINT")
     calls = con.execute("SELECT trace_id, span_id FROM contexts").fetchall()
-    naive = con.execute("SELECT sum(payload_bytes) FROM contexts").fetchone()[0]
     timings = []
     for trace_id, span_id in calls[:: max(1, len(calls) // 200)]:
         t1 = time.perf_counter()
@@ -97,7 +96,7 @@ def main() -> None:
     shutil.copy(tmp / "store.duckdb", tmp / "content_only.duckdb")
     only = open_ledger(tmp / "content_only.duckdb")
     for (table,) in only.execute("SELECT table_name FROM duckdb_tables()").fetchall():
-        if table not in ("content_blocks", "contexts"):
+        if table not in ("content_blocks", "run_blocks", "contexts"):
             only.execute(f"DROP TABLE {table}")
     only.execute("CHECKPOINT")
     _, _, block_size, _, used_blocks, *_ = only.execute("PRAGMA database_size").fetchone() or ()
@@ -114,6 +113,7 @@ def main() -> None:
         for s in b
         if "turnledger.request.body" in s.attributes
     ]
+    naive = sum(len(r[2].encode()) for r in rows)  # the payloads as sent, in JSON bytes
     base.execute(
         "INSERT INTO ctx SELECT * FROM (SELECT unnest(?) AS t, unnest(?) AS s, unnest(?) AS b)",
         [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]],

@@ -52,9 +52,9 @@ sys.path.insert(0, str(ROOT))
 from collector.demo.samples import SYSTEM, TOOLS, Trace  # noqa: E402
 from ledger import conventions as c  # noqa: E402
 from ledger import queries as q  # noqa: E402
-from ledger import review  # noqa: E402
 from ledger.health_columns import BACKFILL as HEALTH_BACKFILL  # noqa: E402
 from ledger.ingest import ingest, refresh_runs  # noqa: E402
+from ledger.quality import review  # noqa: E402
 from ledger.schema import schema_version  # noqa: E402
 from ledger.store import open_ledger  # noqa: E402
 
