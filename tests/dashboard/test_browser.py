@@ -29,6 +29,7 @@ from .conftest import FIVE_TURN, HOSTILE, SAMPLES, wait_healthy
 from .scenarios import EXFIL_HOST
 
 CHROMIUM = Path("/usr/bin/chromium")
+HANG_MS = 120_000  # a hang guard for every browser wait, never a figure: a loaded machine is slow, not broken
 SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]  # fmt: skip
@@ -97,13 +98,21 @@ def _settle(page: Any, *texts: str, charts: int = 0) -> None:
     """Wait until the script run finished, the texts are on the page and the charts are drawn."""
     page.wait_for_selector("[data-testid='stAppViewContainer']")
     for text in texts:
-        page.get_by_text(text, exact=False).first.wait_for(timeout=30_000)
+        page.get_by_text(text, exact=False).first.wait_for(timeout=HANG_MS)
     if charts:
         page.wait_for_function(
-            f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}", timeout=30_000
+            f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}", timeout=HANG_MS
         )
-    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000)
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=HANG_MS)
     page.wait_for_timeout(300)
+
+
+def _shown(page: Any, *texts: str) -> None:
+    """Wait until each text is on the page whole. A table draws its cells on a canvas and fills a hidden
+    copy of them for screen readers after the script run ends: a cell is waited for in that copy
+    (attached, never visible), not counted at once."""
+    for text in texts:
+        page.get_by_text(text, exact=True).first.wait_for(state="attached", timeout=HANG_MS)
 
 
 def _shoot(page: Any, name: str) -> None:
@@ -162,7 +171,7 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
         "broken",
         "Spend per model, split by price term",
     ):
-        assert page.get_by_text(text, exact=True).count() >= 1, text
+        _shown(page, text)
     _check(page, charts=5)
     _shoot(page, "1-spend-overview")
 
@@ -170,7 +179,7 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
     _settle(page, "Find a run")
     _find_run(page, FIVE_TURN)
     _settle(page, "Exact context of a turn", "76.5%", "how do I rotate an API key", charts=1)
-    assert page.get_by_text("$0.0997", exact=True).count() >= 1 and page.get_by_text("healthy", exact=True).count() >= 1
+    _shown(page, "$0.0997", "healthy")
     assert page.get_by_text("kept turn 4's prefix byte-for-byte", exact=False).count() == 1
     assert f"trace={FIVE_TURN}" in page.url  # the trace id is in the URL: a run can be linked to
     _check(page, charts=1)
@@ -220,7 +229,7 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
         "t => [...document.querySelectorAll('[data-testid=stSidebar] p')].some("
         "p => p.innerText.startsWith('Last refreshed') && p.innerText !== t)",
         arg=before,
-        timeout=20_000,
+        timeout=HANG_MS,
     )
     assert page.locator("[data-testid='stException']").count() == 0
     assert not seen["errors"], seen["errors"]
@@ -278,7 +287,7 @@ def test_a_copied_link_reopens_the_filtered_view_in_a_new_browser_context(base_u
     _settle(page, "Loop-detector trips per hour", charts=2)
     _pick(page, "Tenant", "globex")
     _pick(page, "Time range (UTC, by run start)", "Custom dates")
-    page.wait_for_function("location.search.includes('range=custom')", timeout=30_000)
+    page.wait_for_function("location.search.includes('range=custom')", timeout=HANG_MS)
     _settle(page, "Guards")
     link = page.url
     assert "/guards?" in link and "tenant=globex" in link and "from=" in link and "to=" in link
@@ -341,7 +350,7 @@ def test_a_budget_is_added_edited_and_removed_in_the_ui(budget_dashboard, browse
     page.get_by_label("Limit (USD)", exact=True).press("Tab")
     page.get_by_role("button", name="Add budget").click()
     _settle(page, "Budget added.", "Budgets in force")
-    assert page.get_by_text("$5.00", exact=True).count() >= 1  # the limit, in USD
+    _shown(page, "$5.00")  # the limit, in USD
     (row,) = _budget_list(db)
     assert (row["name"], row["limit"], row["level"], row["window"]) == ("ui-daily", "$5.00", "ok", "day")
 
@@ -354,7 +363,7 @@ def test_a_budget_is_added_edited_and_removed_in_the_ui(budget_dashboard, browse
     _settle(page, "Budget edited.")
     (row,) = _budget_list(db)
     assert (row["name"], row["limit"], row["level"]) == ("ui-daily", "$0.50", "disabled")
-    assert page.get_by_text("disabled", exact=True).count() >= 1
+    _shown(page, "disabled")
 
     page.get_by_role("tab", name="Edit or remove a rule").click()
     page.get_by_text("Yes, remove this rule", exact=True).click()
@@ -376,14 +385,14 @@ def _pick(page: Any, label: str, option: str) -> None:
         box.click()
         page.keyboard.type(option)
         try:
-            page.get_by_role("option", name=option, exact=True).wait_for(timeout=20_000)
+            page.get_by_role("option", name=option, exact=True).wait_for(timeout=HANG_MS)
             break
         except PlaywrightTimeout:
             if attempt == 2:
                 raise
             page.keyboard.press("Escape")
     page.keyboard.press("Enter")
-    expect(box).to_have_value(option, timeout=30_000)
+    expect(box).to_have_value(option, timeout=HANG_MS)
 
 
 def _code_blocks(page: Any) -> list[str]:

@@ -9,7 +9,7 @@ from dashboard.ui import pct
 from ledger import queries as q
 from ledger.wording import duration
 
-from .test_browser import _check, _open, _settle, _shoot, base_url, browser_page  # noqa: F401  (fixtures)
+from .test_browser import _check, _open, _settle, _shoot, _shown, base_url, browser_page  # noqa: F401  (fixtures)
 
 
 def test_health_page_renders_the_sample_figures(base_url, browser_page, extended_db, rows):  # noqa: F811
@@ -29,7 +29,7 @@ def test_health_page_renders_the_sample_figures(base_url, browser_page, extended
         charts=2,
     )
     for text in ("What was timed", "Milliseconds (log scale)", "Failed attempts", "retry outcome"):
-        assert page.get_by_text(text, exact=True).count() >= 1, text  # every axis says what it shows
+        _shown(page, text)  # every axis says what it shows
     assert page.locator("[data-testid='stMetric']").count() == 6  # the six headline figures, two rows
     # Tables are drawn on a canvas: count them (latency per model, error causes, tools).
     assert page.locator("[data-testid='stDataFrame']").count() == 3

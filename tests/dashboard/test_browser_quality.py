@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from ledger.quality import review
 from ledger.store import open_ledger
 
-from .test_browser import ARGS, CHROMIUM, _check, _dashboard, _pick, _settle, _shoot, pytestmark  # noqa: F401
+from .test_browser import ARGS, CHROMIUM, HANG_MS, _check, _dashboard, _pick, _settle, _shoot, _shown, pytestmark  # noqa: F401
 from .test_quality_pages import judged_ledger
 
 
@@ -45,7 +45,7 @@ def test_quality_page_draws_success_and_scores_and_the_review_page_tags_a_run(qu
     page.goto(f"{url}/quality")
     _settle(page, "Task success", "Safety violations", "Evaluation scores", charts=2)
     _check(page, charts=2)
-    assert page.get_by_text("100.0%", exact=True).count() >= 1  # both runs completed
+    _shown(page, "100.0%")  # both runs completed
     _shoot(page, "quality")
 
     page.goto(f"{url}/review")
@@ -60,7 +60,7 @@ def test_quality_page_draws_success_and_scores_and_the_review_page_tags_a_run(qu
     page.get_by_label("Note", exact=True).fill("invented a shipping date")
     page.get_by_role("button", name="Save tags").click()
     tagged = page.get_by_test_id("stMetric").filter(has_text="Tagged").get_by_test_id("stMetricValue")
-    expect(tagged).to_have_text("1", timeout=30_000)  # the page read the item back, tagged
+    expect(tagged).to_have_text("1", timeout=HANG_MS)  # the page read the item back, tagged
     _settle(page, "Tag a run")
     _check(page, charts=0)
     _shoot(page, "review")
