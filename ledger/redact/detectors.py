@@ -212,8 +212,8 @@ def _card_number(digits: str) -> bool:
 def _find_cards(text: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for run in _DIGIT_RUN.finditer(text):
-        if run.start() and text[run.start() - 1] in ".,":  # the decimals of a number
-            continue
+        if run.start() > 1 and text[run.start() - 1] in ".," and text[run.start() - 2].isdigit():
+            continue  # the decimals of a number
         groups = [(m.start(), m.end()) for m in _DIGIT_GROUP.finditer(run.group(0))]
         i = 0
         while i < len(groups):
@@ -260,8 +260,8 @@ _PHONE_REGION = "US"  # numbers written without a country code are read as US nu
 # then digit groups joined by single separators; or + and 8 to 15 digits in a row. Only these
 # candidates are given to libphonenumber (its own matcher costs ~250 µs per KB of text).
 _PHONE = re.compile(
-    r"(?<![\w.+\-])(?:\+\d{1,3}[ .\-]?)?(?:\(\d{1,4}\)[ .\-]?)?\d{1,8}+(?:[ .\-]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
-    r"|(?<![\w.+\-])\+?\d{10,15}+(?![\w\-]|\.\d)"
+    r"(?<![\w+\-])(?<!\d\.)(?:\+\d{1,3}[ .\-]?)?(?:\(\d{1,4}\)[ .\-]?)?\d{1,8}+(?:[ .\-]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
+    r"|(?<![\w+\-])(?<!\d\.)\+?\d{10,15}+(?![\w\-]|\.\d)"
 )
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}\b|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{4}\b")
 
@@ -390,13 +390,13 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("card", None, min_digits=13, numeric=True, find=_find_cards, sign=rb"%s(?:[ \t.\-/]?%s){12}" % (_D, _D)),
     Detector("iban", None, min_digits=6, upper=True, find=_find_ibans, sign=rb"[A-Z]{2}%s{2}" % _D),
     Detector("ssn", None, min_digits=9, numeric=True, find=_find_ssns, sign=rb"%s{3}[- ]%s{2}[- ]%s{4}" % (_D, _D, _D)),
-    # A candidate starts where no word, '.', '+' or '-' precedes, with 9 numberish characters at least.
+    # A candidate starts where no word, '+', '-' or a digit's '.' precedes, with 9 numberish characters at least.
     Detector(
         "phone",
         None,
         min_digits=8,
         numeric=True,
         find=_find_phones,
-        sign=rb"(?:^|[^A-Za-z0-9_.+\-])(?:[+(0-9]|%s)(?:[0-9+() \t.\-/]|%s){8}" % (_D, _D),
+        sign=rb"(?:^|[^A-Za-z0-9_.+\-]|[^0-9]\.)(?:[+(0-9]|%s)(?:[0-9+() \t.\-/]|%s){8}" % (_D, _D),
     ),
 )
