@@ -16,8 +16,10 @@ import binascii
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import phonenumbers
+from publicsuffixlist import PublicSuffixList
 from stdnum import iban, luhn
 
 __all__ = [
@@ -103,6 +105,7 @@ class Detector:
     # A Hyperscan pattern (over UTF-8 bytes) found in every text where this detector finds
     # anything: a tighter pre-check than the needles, for ``prefilter.Prefilter`` to ask instead.
     sign: bytes | None = None
+    origin: str = ""  # the maintained library whose patterns these are ("" for our own rules)
 
     @property
     def group(self) -> str:
@@ -180,6 +183,15 @@ def _aws_secret(token: str) -> bool:
     )
 
 
+def _mixed_or_hex(token: str) -> bool:
+    """A random token, not a name: lowercase hex (Databricks), or letters of both cases (npm,
+    Hugging Face: an identifier this long is written in one case, or with underscores)."""
+    if token.startswith("dapi"):
+        return True
+    body = token.split("_", 1)[-1]
+    return any(c.isupper() for c in body) and any(c.islower() for c in body)
+
+
 def _ssn(token: str) -> bool:
     digits = token.replace("-", "").replace(" ", "")
     area, group, serial = digits[:3], digits[3:5], digits[5:]
@@ -187,9 +199,12 @@ def _ssn(token: str) -> bool:
 
 
 # --- finders for numbers whose separators and length vary -------------------------------------
-# 13 or more digits, each pair joined by at most one separator: a card number in any grouping,
+# Spaces a number is written with besides the ASCII one: no-break, figure and narrow no-break.
+_SPACES = "\u00a0\u2007\u202f"
+_SPACE_BYTES = rb"\xc2\xa0|\xe2\x80[\x87\xaf]"  # the same, as UTF-8 (what a sign reads)
+# 13 or more digits, each pair joined by at most two separators: a card number in any grouping,
 # separators mixed. (Possessive: a long number is scanned once, never backtracked into.)
-_DIGIT_RUN = re.compile(r"\d(?:[ \t.\-/]?+\d){12,}+")
+_DIGIT_RUN = re.compile(rf"\d(?:[ \t.\-/{_SPACES}]{{0,2}}+\d){{12,}}+")
 _DIGIT_GROUP = re.compile(r"\d+")
 # The card networks' issuer prefixes (IIN) and lengths: Visa, Mastercard, Amex, Diners, JCB,
 # Discover / UnionPay / Maestro. Luhn alone passes one random number in ten; with the prefix
@@ -238,9 +253,10 @@ def _card_from(run: str, groups: list[tuple[int, int]], first: int) -> int | Non
     return None
 
 
-# ISO 13616 writes IBANs in capitals. The boundary is checked after the first letter (a
-# lookbehind): a pattern that starts with a character class lets the scan skip to candidates.
-_IBAN = re.compile(r"[A-Z](?<![A-Za-z0-9].)[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}+")
+# ISO 13616 writes IBANs in capitals, and people in either case: the checksum (of the capitals) decides.
+# The boundary is checked after the first letter (a lookbehind): a pattern that starts with a
+# character class lets the scan skip to candidates.
+_IBAN = re.compile(r"[A-Za-z](?<![A-Za-z0-9].)[A-Za-z]\d{2}(?: ?[A-Za-z0-9]){11,30}+")
 
 
 def _find_ibans(text: str) -> list[tuple[int, int]]:
@@ -249,7 +265,7 @@ def _find_ibans(text: str) -> list[tuple[int, int]]:
         # The pattern may run into the next word: try the longest prefix first.
         chars = [(ch, m.start() + i + 1) for i, ch in enumerate(m.group(0)) if ch != " "]
         for n in range(len(chars), 14, -1):
-            if iban.is_valid("".join(ch for ch, _ in chars[:n])):
+            if iban.is_valid("".join(ch for ch, _ in chars[:n]).upper()):
                 found.append((m.start(), chars[n - 1][1]))
                 break
     return found
@@ -260,7 +276,7 @@ _PHONE_REGION = "US"  # numbers written without a country code are read as US nu
 # then digit groups joined by single separators; or + and 8 to 15 digits in a row. Only these
 # candidates are given to libphonenumber (its own matcher costs ~250 µs per KB of text).
 _PHONE = re.compile(
-    r"(?<![\w+\-])(?<!\d\.)(?:\+\d{1,3}[ .\-]?)?(?:\(\d{1,4}\)[ .\-]?)?\d{1,8}+(?:[ .\-]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
+    r"(?<![\w+\-])(?<!\d\.)(?:\+\d{1,3}[ .\-\u00a0]?)?(?:\(\d{1,4}\)[ .\-\u00a0]?)?\d{1,8}+(?:[ .\-\u00a0]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
     r"|(?<![\w+\-])(?<!\d\.)\+?\d{10,15}+(?![\w\-]|\.\d)"
 )
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}\b|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{4}\b")
@@ -269,13 +285,29 @@ _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}\b|\d{1,2}[\-/.]\d{1,2}[\-/.
 # Nine or more characters a card, phone number or SSN is written with: a fast scan (~10 µs
 # per KB) that leaves the precise patterns only these stretches to search. (Hex ids and
 # hashes are full of digits, but not of nine of these in a row.)
-_NUMBERISH = re.compile(r"[+(\d][\d+() \t.\-/]{8,}+")
+_NUMBERISH = re.compile(rf"[+(\d][\d+() \t.\-/{_SPACES}]{{8,}}+")
 
 
 def _in_numberish(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     for island in _NUMBERISH.finditer(text):
         # pos keeps the lookbehinds seeing the text before; endpos + 2 the lookaheads after.
         yield from pattern.finditer(text, island.start(), island.end() + 2)
+
+
+# A UK National Insurance number: two letters (never D, F, I, Q, U, V; O not second; some pairs
+# never issued), six digits, a letter A to D; spaced or not, in one case. It has no check digit.
+_NI_NUMBER = re.compile(
+    r"(?<![A-Za-z0-9])(?!(?i:BG|GB|KN|NK|NT|TN|ZZ))(?i:[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z])"
+    r"(?P<sep>[ \-]?)\d{2}(?P=sep)\d{2}(?P=sep)\d{2}(?P=sep)(?i:[A-D])(?![A-Za-z0-9])"
+)
+
+
+def _find_ni_numbers(text: str) -> list[tuple[int, int]]:
+    return [
+        m.span()
+        for m in _NI_NUMBER.finditer(text)
+        if (letters := m.group(0)[:2] + m.group(0)[-1]).isupper() or letters.islower()
+    ]
 
 
 _SSN = re.compile(r"\b\d{3}(?P<sep>[- ])\d{2}(?P=sep)\d{4}\b(?!-)")
@@ -288,7 +320,9 @@ def _find_ssns(text: str) -> list[tuple[int, int]]:
 def _find_phones(text: str) -> list[tuple[int, int]]:
     found = []
     for m in _in_numberish(_PHONE, text):
-        candidate = m.group(0)
+        candidate = m.group(0).replace("\u00a0", " ")
+        if candidate.startswith("00") and not candidate.startswith("000"):
+            candidate = f"+{candidate[2:].lstrip(' .-')}"  # 00: the international prefix outside North America
         digits = sum(ch.isdigit() for ch in candidate)
         # Without a country code, ten digits at least: seven are too many other things.
         if digits < (8 if candidate.startswith("+") else 10) or digits > 15 or _DATE.match(candidate):
@@ -302,12 +336,48 @@ def _find_phones(text: str) -> list[tuple[int, int]]:
     return found
 
 
+# An address in any script (RFC 6531: internationalized local parts and domains).
+_EMAIL = re.compile(r"[\w.%+\-]+@(?P<domain>[\w\-]+(?:\.[\w\-]+)*\.[\w\-]{2,})")
+# Names a mail domain may end in though no public suffix list has them: RFC 2606 / 6761 special
+# uses, and what companies' internal mail uses.
+_PRIVATE_TLDS = frozenset({"example", "test", "invalid", "localhost", "local", "internal", "lan", "corp", "home"})
+# Code, not mail: ``x@self.weights`` (matrix products), ``a@cls.table``.
+_CODE_OBJECTS = frozenset({"self", "cls", "this"})
+
+
+@lru_cache(maxsize=1)
+def _public_suffixes() -> PublicSuffixList:
+    return PublicSuffixList()  # the Public Suffix List as the package ships it (read once: ~30 ms)
+
+
+@lru_cache(maxsize=4096)
+def _mail_domain(domain: str) -> bool:
+    """Whether ``domain`` can be a mail domain: it ends in a real top-level domain (the Public Suffix
+    List's, or a private one), and is not an object's attribute (``self.weights``)."""
+    labels = domain.lower().split(".")
+    if labels[0] in _CODE_OBJECTS:
+        return False
+    tld = labels[-1]
+    if tld in _PRIVATE_TLDS:
+        return True
+    try:
+        tld = tld.encode("idna").decode() if not tld.isascii() else tld
+    except UnicodeError:
+        return False
+    return _public_suffixes().publicsuffix(tld, accept_unknown=False) is not None
+
+
+def _find_emails(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _EMAIL.finditer(text) if _mail_domain(m.group("domain"))]
+
+
 # --- the detectors, in the order they run (a longer secret first: a PEM block holds base64 that
 # other patterns would cut; a card number before a phone number that its digits could look like)
 _KEY_CHARS = r"[A-Za-z0-9_\-]"
 # ``\d`` in a detector's pattern as a sign (``Detector.sign``) writes it: an ASCII digit, or the
 # UTF-8 bytes of another character (some are Unicode digits, which ``\d`` matches in a str).
 _D = rb"(?:[0-9]|[\x80-\xff]{2,4})"
+_NI_NUMBER_SIGN = rb"[A-Za-z]{2}[ \-]?%s{2}[ \-]?%s{2}[ \-]?%s{2}[ \-]?[A-Da-d]" % (_D, _D, _D)
 _AWS_ID_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
 
 DETECTORS: tuple[Detector, ...] = (
@@ -357,6 +427,24 @@ DETECTORS: tuple[Detector, ...] = (
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "xapp-"),
         min_word=MIN_WORD,
     ),
+    # Formats no maintained set covers (detect-secrets reads npm tokens only in an .npmrc line):
+    Detector(
+        "token",
+        re.compile(
+            r"(?<![A-Za-z0-9_])(?:npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{34}|dapi[a-f0-9]{32}(?:-\d)?)(?![A-Za-z0-9])"
+        ),
+        ("npm_", "hf_", "dapi"),
+        min_word=36,
+        valid=_mixed_or_hex,
+    ),
+    # An AWS STS session token: base64 of a serialized credential, whose first bytes spell the
+    # same field names (``origin_ec…``, ``er/aws``) whatever the token.
+    Detector(
+        "token",
+        re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{2}o(?:Jb3JpZ2luX2Vj|GZXIvYXdz)[A-Za-z0-9+/]{60,}+={0,2}"),
+        ("oJb3JpZ2luX2Vj", "oGZXIvYXdz"),
+        min_word=76,
+    ),
     Detector(
         "token",
         re.compile(r"(?i:\bbearer)\s+(?P<s>[A-Za-z0-9._~+/\-]{8,}=*)"),
@@ -375,9 +463,10 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("secret", None, lower=True, also=(":", "=")),
     Detector(
         "email",
-        re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"),
+        None,
         ("@",),
-        sign=rb"[A-Za-z0-9._%+\-]@[A-Za-z0-9.\-]+\.[A-Za-z]{2}",
+        find=_find_emails,
+        sign=rb"(?:[A-Za-z0-9._%%+\-]|[\x80-\xff])@(?:[A-Za-z0-9_\-]|[\x80-\xff])+(?:\.(?:[A-Za-z0-9_\-]|[\x80-\xff])+)*\.(?:[A-Za-z0-9\-]|[\x80-\xff]){2}",
     ),
     Detector(
         "key",
@@ -387,8 +476,16 @@ DETECTORS: tuple[Detector, ...] = (
         valid=_aws_secret,
         sign=rb"[A-Za-z0-9/+]{40}",
     ),
-    Detector("card", None, min_digits=13, numeric=True, find=_find_cards, sign=rb"%s(?:[ \t.\-/]?%s){12}" % (_D, _D)),
-    Detector("iban", None, min_digits=6, upper=True, find=_find_ibans, sign=rb"[A-Z]{2}%s{2}" % _D),
+    Detector(
+        "card",
+        None,
+        min_digits=13,
+        numeric=True,
+        find=_find_cards,
+        sign=rb"%s(?:(?:[ \t.\-/]|%s){0,2}%s){12}" % (_D, _SPACE_BYTES, _D),
+    ),
+    Detector("iban", None, min_digits=6, find=_find_ibans, sign=rb"[A-Za-z]{2}%s{2}" % _D),
+    Detector("ni_number", None, min_digits=6, find=_find_ni_numbers, sign=_NI_NUMBER_SIGN),
     Detector("ssn", None, min_digits=9, numeric=True, find=_find_ssns, sign=rb"%s{3}[- ]%s{2}[- ]%s{4}" % (_D, _D, _D)),
     # A candidate starts where no word, '+', '-' or a digit's '.' precedes, with 9 numberish characters at least.
     Detector(

@@ -26,19 +26,23 @@ import orjson
 from ..spans import Base64Bytes
 from .detectors import DETECTORS, MIN_AWS_SECRET, MIN_NUMBER_DIGITS, MIN_WORD, Detector, TextView, marker
 from .keys import KeyRule
+from .plugins import PLUGIN_DETECTORS
 from .prefilter import Prefilter
 
-__all__ = ["REDACTED", "Redactor"]
+__all__ = ["CHAIN", "REDACTED", "Redactor"]
 
 REDACTED = marker("secret")  # what a value under a secret-named key becomes
+# Every detector, in the order they run: detect-secrets' plugins before the bearer, key=value,
+# e-mail and 40-character rules, which would otherwise cut into a longer token they find first.
+_FIRST_GENERIC = next(i for i, d in enumerate(DETECTORS) if d.kind == "jwt")
+CHAIN: tuple[Detector, ...] = (*DETECTORS[:_FIRST_GENERIC], *PLUGIN_DETECTORS, *DETECTORS[_FIRST_GENERIC:])
 
 _KEY_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)[\"']?[ \t]*[:=](?![=/])[ \t]*"
+    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)[\"']?[ \t]*(?:=(?!=)|:(?!=|//))[ \t]*"
     # The value in a lookahead: it may hold the next pair (note: password=x), which is matched on its own.
     r"(?=(?P<s>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'"
     r"|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"'`,;&<>()\[\]{}]{1,512}))"
 )
-_PRINTABLE_RUN = re.compile(r"[\x20-\x7e\t\r\n]{6,}")  # in binary data: where text is
 _NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "''", '""'})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"]))")
 _SIMPLE_ESCAPES = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ("\\b", "\b"), ("\\f", "\f"), ("\\/", "/"))
@@ -94,7 +98,7 @@ class Redactor:
                     if d.kind == "secret"
                     else d
                 )
-                for d in DETECTORS
+                for d in CHAIN
             )
             + extra
         )
@@ -136,25 +140,24 @@ class Redactor:
         return done or text
 
     def encoded(self, value: Base64Bytes) -> str:
-        """A ``bytesValue`` redacted: the bytes it encodes are read as text (UTF-8; binary data
-        by its runs of printable ASCII, as ``strings`` reads it, where any secret written in it
-        is) and encoded again with every secret replaced; the same object if none was found.
-        Base64 that does not decode is a string like any other."""
+        """A ``bytesValue`` redacted: the bytes it encodes are read as UTF-8 text (in binary data,
+        each byte that is not UTF-8 read as a character of its own, which no pattern spans, so
+        any text written in the data is read as text) and encoded again, every secret replaced
+        and every other byte as it was; the same object if none was found. Base64 that does not
+        decode is a string like any other."""
         try:
             data = base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
             return self.text(value)
-        try:
-            read = data.decode()
-        except UnicodeDecodeError:
-            read = data.decode("latin-1")  # one character a byte, so the bytes come back as they were
-            done = _PRINTABLE_RUN.sub(lambda m: self.text(m.group(0)), read)
-            encoding = "latin-1"
-        else:
-            done, encoding = self.text(read), "utf-8"
-        if done == read:
+        read = data.decode("utf-8", "surrogateescape")
+        done = self.text(read)
+        if done is read:
             return value
-        return Base64Bytes(base64.b64encode(done.encode(encoding)).decode())
+        try:
+            redacted = done.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate spelled by a JSON escape the scan decoded
+            redacted = done.encode("utf-8", "surrogatepass")
+        return Base64Bytes(base64.b64encode(redacted).decode())
 
     def _text(self, text: str) -> str:
         redacted = self._scan(text)
