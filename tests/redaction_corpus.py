@@ -12,12 +12,21 @@ leave at least 99% intact. Shared by ``tests/server/test_redaction_corpus.py`` a
 
 from __future__ import annotations
 
+import base64
 import gzip
+import hashlib
+import importlib.util
+import random
+import struct
+import sysconfig
+import uuid
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["ORDINARY_FILE", "SECRETS", "Secret", "ordinary_text"]
+__all__ = ["ID_TYPES", "ORDINARY_FILE", "SECRETS", "Secret", "ordinary_by_type", "ordinary_text"]
 
 ORDINARY_FILE = Path(__file__).parent / "data" / "ordinary_text.txt.gz"
 
@@ -92,7 +101,13 @@ SECRETS: tuple[Secret, ...] = (
         "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     ),
-    _s("key", "Lq8+Zr3/Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5R"),
+    # (40 base64 characters alone are as often a hash: a secret access key is one beside what names it)
+    _s("key", "AWS: Lq8+Zr3/Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5R", "Lq8+Zr3/Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5R"),
+    _s(
+        "key",
+        "AKIAIOSFODNN7EXAMPLE Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5RLq8+Zr3/",
+        "Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5RLq8+Zr3/",
+    ),
     _s(
         "key",
         'AWS_SECRET_ACCESS_KEY="Hk2/Mn4+Pq6Rs8Tu0Vw2Xy4Za6Bc8De0Fg2Hi4Jk"',
@@ -337,3 +352,75 @@ SECRETS: tuple[Secret, ...] = (
 @cache
 def ordinary_text() -> str:
     return gzip.decompress(ORDINARY_FILE.read_bytes()).decode()
+
+
+# Modules of the running interpreter's standard library (code, docstrings, RFC text, constants).
+_STDLIB_MODULES = (
+    "argparse.py", "typing.py", "pathlib.py", "http/client.py", "email/message.py", "email/utils.py",
+    "email/_header_value_parser.py", "json/decoder.py", "urllib/parse.py", "smtplib.py", "uuid.py",
+    "base64.py", "ssl.py", "subprocess.py", "inspect.py", "tarfile.py", "logging/__init__.py",
+    "unittest/case.py", "asyncio/base_events.py", "collections/__init__.py", "configparser.py",
+    "statistics.py", "fractions.py", "ipaddress.py", "difflib.py", "datetime.py", "_pydecimal.py",
+)  # fmt: skip
+_IDS = 4_000  # of each id kind
+
+
+def _stdlib() -> str:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return "\n".join((root / name).read_text(encoding="utf-8") for name in _STDLIB_MODULES if (root / name).is_file())
+
+
+def _js_bundle() -> str:
+    """A slice of a minified JavaScript bundle: plotly.js, as the plotly package ships it."""
+    spec = importlib.util.find_spec("plotly")
+    assert spec is not None and spec.submodule_search_locations
+    bundle = Path(spec.submodule_search_locations[0]) / "package_data" / "plotly.min.js"
+    return bundle.read_text(encoding="utf-8")[:400_000]
+
+
+def _base64_images(rng: random.Random) -> str:
+    """PNG images (random pixels), base64-encoded as e-mail writes them (76-character lines) and as data URIs."""
+    out = []
+    for n in range(24):
+        rows = b"".join(b"\x00" + rng.randbytes(40 * 3) for _ in range(50))  # 40 x 50 RGB, filter 0
+        header = struct.pack(">IIBBBBB", 40, 50, 8, 2, 0, 0, 0)
+        png = (
+            b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows)) + _chunk(b"IEND", b"")
+        )
+        encoded = base64.b64encode(png).decode()
+        if n % 2:
+            out.append("\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76)))
+        else:
+            out.append(f'<img src="data:image/png;base64,{encoded}">')
+    return "\n".join(out)
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _ids(rng: random.Random, make: Callable[[], str]) -> list[str]:
+    """Ids written as traces write them: bare, as a field, in JSON, in a sentence."""
+    forms = ("{}", "id={}", '{{"id": "{}"}}', "order {} shipped", "ref: {}")
+    return [forms[i % len(forms)].format(make()) for i in range(_IDS)]
+
+
+@cache
+def ordinary_by_type() -> dict[str, str]:
+    """Text of each kind that holds no secret (one id a line for the id kinds), ≥ 1 MB in all:
+    the prose and code of ``ordinary_text``, a slice of the Python standard library and of a
+    JavaScript bundle read from this environment, base64 images, UUIDs, git SHAs, 10- and 16-digit ids."""
+    rng = random.Random(26)
+    return {
+        "prose_and_code": ordinary_text(),
+        "python_stdlib": _stdlib(),
+        "js_bundle": _js_bundle(),
+        "base64_images": _base64_images(rng),
+        "uuid": "\n".join(_ids(rng, lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)))),
+        "git_sha": "\n".join(_ids(rng, lambda: hashlib.sha1(rng.randbytes(8)).hexdigest())),
+        "id_10_digits": "\n".join(_ids(rng, lambda: str(rng.randrange(10**9, 10**10)))),
+        "id_16_digits": "\n".join(_ids(rng, lambda: str(rng.randrange(10**15, 10**16)))),
+    }
+
+
+ID_TYPES = ("uuid", "git_sha", "id_10_digits", "id_16_digits")  # one id a line, each with its checksum rule

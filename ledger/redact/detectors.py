@@ -41,6 +41,7 @@ _DIGIT_BYTES = b"0123456789"
 MIN_WORD = 15  # the shortest word-shaped secret (a Slack token); prose has few words this long
 MIN_NUMBER_DIGITS = 8  # the fewest digits of a numeric one (a phone number with its country code)
 MIN_AWS_SECRET = 40  # the one word-shaped secret found by its length, not a needle
+_AWS_ID_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
 
 
 class TextView:
@@ -183,6 +184,27 @@ def _aws_secret(token: str) -> bool:
     )
 
 
+# A secret access key has no prefix, and 40 base64 characters are as often a hash or an id:
+# one is taken for a key only beside what names it (AWS, a secret) or its access key id.
+# (An id found already is a marker: "[REDACTED:key]" names it as well.)
+_AWS_WINDOW = 64
+_AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40,}+")
+_AWS_CONTEXT = re.compile(rf"(?i:aws|amazon|secret|redacted:key)|(?:{'|'.join(_AWS_ID_PREFIXES)})[0-9A-Z]{{16}}")
+
+
+def _find_aws_secrets(text: str) -> list[tuple[int, int]]:
+    found = []
+    for m in _AWS_SECRET.finditer(text):
+        start, end = m.span()
+        if not _aws_secret(m.group(0)):
+            continue
+        if _AWS_CONTEXT.search(text, max(0, start - _AWS_WINDOW), start) or _AWS_CONTEXT.search(
+            text[end : end + _AWS_WINDOW]
+        ):
+            found.append((start, end))
+    return found
+
+
 def _mixed_or_hex(token: str) -> bool:
     """A random token, not a name: lowercase hex (Databricks), or letters of both cases (npm,
     Hugging Face: an identifier this long is written in one case, or with underscores)."""
@@ -206,6 +228,7 @@ _SPACE_BYTES = rb"\xc2\xa0|\xe2\x80[\x87\xaf]"  # the same, as UTF-8 (what a sig
 # separators mixed. (Possessive: a long number is scanned once, never backtracked into.)
 _DIGIT_RUN = re.compile(rf"\d(?:[ \t.\-/{_SPACES}]{{0,2}}+\d){{12,}}+")
 _DIGIT_GROUP = re.compile(r"\d+")
+_WORD_CHAR = re.compile(r"[^\W\d]|_")  # a letter (digits are in the run already)
 # The card networks' issuer prefixes (IIN) and lengths: Visa, Mastercard, Amex, Diners, JCB,
 # Discover / UnionPay / Maestro. Luhn alone passes one random number in ten; with the prefix
 # and length, ids and nanosecond timestamps (which start with 1) are left alone.
@@ -229,6 +252,8 @@ def _find_cards(text: str) -> list[tuple[int, int]]:
     for run in _DIGIT_RUN.finditer(text):
         if run.start() > 1 and text[run.start() - 1] in ".," and text[run.start() - 2].isdigit():
             continue  # the decimals of a number
+        if _WORD_CHAR.match(text, run.end()) or (run.start() and _WORD_CHAR.match(text, run.start() - 1)):
+            continue  # digits inside a word: a hex id or a UUID, never a card
         groups = [(m.start(), m.end()) for m in _DIGIT_GROUP.finditer(run.group(0))]
         i = 0
         while i < len(groups):
@@ -242,13 +267,30 @@ def _find_cards(text: str) -> list[tuple[int, int]]:
 
 
 def _card_from(run: str, groups: list[tuple[int, int]], first: int) -> int | None:
-    """The last group index of a valid card number starting at group ``first``, or None."""
+    """The last group index of a valid card number starting at group ``first``, or None.
+
+    A card is written whole, or in groups of 4 to 6 digits (4-4-4-4, 4-6-5) that a short one may
+    end; one that starts with 4: digits grouped otherwise (1.384.872-1.777, the numbers of an SVG
+    path) are not a card's. A whole one is not the decimals of a number (3.2409699419045226)."""
     digits = ""
     for last in range(first, len(groups)):
-        digits += run[groups[last][0] : groups[last][1]]
+        start, end = groups[last]
+        if last > first and not (4 <= groups[last - 1][1] - groups[last - 1][0] <= 6):
+            return None  # the group before this one is not a card's
+        if last == first + 1 and groups[first][1] - groups[first][0] != 4:
+            return None
+        digits += run[start:end]
         if len(digits) > 19:
             return None
         if len(digits) >= 13 and _card_number(digits):
+            if (
+                last == first
+                and (
+                    (start and run[start - 1] in ".,")  # (.4906619460083532: JavaScript drops the 0)
+                    or (run.startswith((".", ","), end) and run[end + 1 : end + 2].isdigit())
+                )
+            ):
+                return None  # the decimals of a number, or its integer part
             return last
     return None
 
@@ -276,9 +318,11 @@ _PHONE_REGION = "US"  # numbers written without a country code are read as US nu
 # then digit groups joined by single separators; or + and 8 to 15 digits in a row. Only these
 # candidates are given to libphonenumber (its own matcher costs ~250 µs per KB of text).
 _PHONE = re.compile(
-    r"(?<![\w+\-])(?<!\d\.)(?:\+\d{1,3}[ .\-\u00a0]?)?(?:\(\d{1,4}\)[ .\-\u00a0]?)?\d{1,8}+(?:[ .\-\u00a0]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
-    r"|(?<![\w+\-])(?<!\d\.)\+?\d{10,15}+(?![\w\-]|\.\d)"
+    r"(?<![\w+\-%])(?<![^A-Za-z]\.)(?:\+\d{1,3}[ .\-\u00a0]?)?(?:\(\d{1,4}\)[ .\-\u00a0]?)?\d{1,8}+(?:[ .\-\u00a0]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
+    r"|(?<![\w+\-%])(?<![^A-Za-z]\.)\+?\d{10,15}+(?![\w\-]|\.\d)"
 )
+_PHONE_WORD = re.compile(r"(?i:phone|tel\b|call|mobile|cell|fax|sms|whatsapp|dial)")
+_PHONE_WINDOW = 32
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}\b|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{4}\b")
 
 
@@ -326,6 +370,14 @@ def _find_phones(text: str) -> list[tuple[int, int]]:
         digits = sum(ch.isdigit() for ch in candidate)
         # Without a country code, ten digits at least: seven are too many other things.
         if digits < (8 if candidate.startswith("+") else 10) or digits > 15 or _DATE.match(candidate):
+            continue
+        # Digits alone, written without a + or a separator, are as often an id, a count or a
+        # timestamp (38% of ten-digit ids are valid US numbers): a phone number only beside a word saying so.
+        if (
+            candidate.isdigit()
+            and not m.group(0).startswith("+")
+            and not _PHONE_WORD.search(text, max(0, m.start() - _PHONE_WINDOW), m.start())
+        ):
             continue
         try:
             number = phonenumbers.parse(candidate, _PHONE_REGION)
@@ -377,8 +429,13 @@ _KEY_CHARS = r"[A-Za-z0-9_\-]"
 # ``\d`` in a detector's pattern as a sign (``Detector.sign``) writes it: an ASCII digit, or the
 # UTF-8 bytes of another character (some are Unicode digits, which ``\d`` matches in a str).
 _D = rb"(?:[0-9]|[\x80-\xff]{2,4})"
+_AWS_NAMES = rb"(?i:aws|amazon|secret|redacted:key|%s)" % b"|".join(p.encode() for p in _AWS_ID_PREFIXES)
+# (a window of 256 bytes: the 64 characters on each side, in UTF-8)
+_AWS_SECRET_SIGN = rb"%s[\x00-\xff]{0,256}[A-Za-z0-9/+]{40}|[A-Za-z0-9/+]{40}[\x00-\xff]{0,256}%s" % (
+    _AWS_NAMES,
+    _AWS_NAMES,
+)
 _NI_NUMBER_SIGN = rb"[A-Za-z]{2}[ \-]?%s{2}[ \-]?%s{2}[ \-]?%s{2}[ \-]?[A-Da-d]" % (_D, _D, _D)
-_AWS_ID_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
 
 DETECTORS: tuple[Detector, ...] = (
     Detector(
@@ -470,11 +527,11 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     Detector(
         "key",
-        re.compile(r"[A-Za-z0-9/+]{40,}+"),  # an AWS secret access key: a whole run of exactly 40
+        None,
         min_word=MIN_AWS_SECRET,
         min_digits=1,
-        valid=_aws_secret,
-        sign=rb"[A-Za-z0-9/+]{40}",
+        find=_find_aws_secrets,  # an AWS secret access key: a whole run of exactly 40, named nearby
+        sign=_AWS_SECRET_SIGN,
     ),
     Detector(
         "card",
@@ -487,7 +544,7 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("iban", None, min_digits=6, find=_find_ibans, sign=rb"[A-Za-z]{2}%s{2}" % _D),
     Detector("ni_number", None, min_digits=6, find=_find_ni_numbers, sign=_NI_NUMBER_SIGN),
     Detector("ssn", None, min_digits=9, numeric=True, find=_find_ssns, sign=rb"%s{3}[- ]%s{2}[- ]%s{4}" % (_D, _D, _D)),
-    # A candidate starts where no word, '+', '-' or a digit's '.' precedes, with 9 numberish characters at least.
+    # A candidate starts where no word, '+', '-', '%' or a '.' but a word's precedes, with 9 numberish characters at least.
     Detector(
         "phone",
         None,

@@ -102,6 +102,8 @@ def test_secret_key_names(key):
         "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.request.max_tokens", "max_tokens",
         "llm.token_count.prompt", "llm.token_count.total", "gen_ai.usage.cache_read.input_tokens",
         "tokenizer", "turnledger.authorization.denied", "password_length", "secret_count", "gen_ai.request.model",
+        "input_token_details", "output_token_details", "prompt_tokens_details", "completion_tokens_details",
+        "cached_tokens", "reasoning_tokens", "accepted_prediction_tokens",
     ],
 )  # fmt: skip
 def test_numbers_about_tokens_and_secrets_are_not_secret_keys(key):
