@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["ID_TYPES", "ORDINARY_FILE", "SECRETS", "Secret", "ordinary_by_type", "ordinary_text"]
+__all__ = [
+    "CONTEXTS", "ID_TYPES", "ORDINARY_FILE", "PIECE", "SECRETS", "Secret", "message_pieces", "ordinary_by_type",
+    "ordinary_text",
+]  # fmt: skip
 
 ORDINARY_FILE = Path(__file__).parent / "data" / "ordinary_text.txt.gz"
 
@@ -424,3 +427,20 @@ def ordinary_by_type() -> dict[str, str]:
 
 
 ID_TYPES = ("uuid", "git_sha", "id_10_digits", "id_16_digits")  # one id a line, each with its checksum rule
+PIECE = 2048  # the size of a message: how text reaches the policy
+# Where the corpus's secrets are written when a test or benchmark puts them in a text of its own.
+CONTEXTS = ("{}", "note: {} here", "({})", '{{"v": "{}"}}', "line one\n{}\nline three")
+
+
+def message_pieces(text: str) -> list[str]:
+    """``text`` in pieces of about ``PIECE`` characters, each cut after a space or a mark, never
+    inside a word or a number (which a message never starts or ends in the middle of)."""
+    out, start = [], 0
+    while start < len(text):
+        end = min(start + PIECE, len(text))
+        if end < len(text):
+            cut = max(text.rfind(ch, start, end) for ch in " \n;,({")
+            end = cut + 1 if cut > start else end
+        out.append(text[start:end])
+        start = end
+    return out

@@ -10,7 +10,7 @@ from ledger.redact import REDACTED, Redactor, redact, redact_text
 from ledger.rows import prepare
 from ledger.settings import redaction_settings
 from ledger.spans import Base64Bytes, SpanEvent, SpanLink, SpanRecord
-from tests.redaction_corpus import SECRETS, ordinary_text
+from tests.redaction_corpus import CONTEXTS, SECRETS, ordinary_text
 
 T0 = 1_790_000_000_000_000_000
 
@@ -40,7 +40,7 @@ def test_patterns_are_redacted_inside_free_text(secret):
 
 
 @pytest.mark.parametrize("secret", SECRETS, ids=lambda s: f"{s.kind}:{s.text[:24]}")
-@pytest.mark.parametrize("context", ["{}", "note: {} here", "({})", '{{"v": "{}"}}', "line one\n{}\nline three"])
+@pytest.mark.parametrize("context", CONTEXTS)
 def test_every_corpus_secret_is_redacted_in_any_context(secret, context):
     out = redact_text(context.format(secret.text))
     assert not [n for n in secret.needles if n in out]

@@ -22,30 +22,15 @@ from ledger.redact import Redactor
 from ledger.rows import prepare
 from ledger.spans import SpanRecord
 from ledger.tables import table
-from tests.redaction_corpus import ID_TYPES, ordinary_by_type
+from tests.redaction_corpus import ID_TYPES, message_pieces, ordinary_by_type
 
-PIECE = 2048  # the size of a message: how text reaches the policy
 T0 = 1_790_000_000_000_000_000
-
-
-def pieces(text: str) -> list[str]:
-    """``text`` in pieces of about ``PIECE`` characters, each cut after a space or a mark, never
-    inside a word or a number (which a message never starts or ends in the middle of)."""
-    out, start = [], 0
-    while start < len(text):
-        end = min(start + PIECE, len(text))
-        if end < len(text):
-            cut = max(text.rfind(ch, start, end) for ch in " \n;,({")
-            end = cut + 1 if cut > start else end
-        out.append(text[start:end])
-        start = end
-    return out
 
 
 def _lost(text: str, policy: Redactor) -> int:
     """Characters of ``text`` not in its redacted copy, piece by piece."""
     lost = 0
-    for piece in pieces(text):
+    for piece in message_pieces(text):
         out = policy.text(piece)
         if out != piece:
             matcher = difflib.SequenceMatcher(None, piece, out, autojunk=False)
