@@ -8,31 +8,39 @@
   policy on and with ``redact_content=False``; the difference is what redaction adds;
 * **libraries**: phone numbers found by libphonenumber's own matcher over the whole
   text against ours (a cheap candidate scan, then ``phonenumbers`` validates each);
-  and, when ``--detect-secrets PATH`` names where ``detect-secrets`` is installed
-  (``pip install --target PATH detect-secrets``), its line scanner: recall on the
-  corpus's secrets, findings on the ordinary text, µs per KB.
+  and with ``--detect-secrets``, detect-secrets' own line scanner (all its default
+  plugins, a dependency: ``ledger/redact/plugins.py`` runs some of them as detectors):
+  recall on the corpus's secrets, findings on the ordinary text, µs per KB;
+* **quality**: the leak rate by kind (each corpus secret in the five contexts of
+  ``tests/ledger/test_redact.py``: one leaks when a needle is left) and the
+  false-positive rate by data type (``ordinary_by_type``: characters lost over
+  2 KB pieces; for the id kinds, ids replaced, and for 16-digit ids those failing Luhn).
 
 Settings alternate round by round; medians are printed with their ranges.
 
-``--baseline TREE`` compares with another checkout instead (e.g. the tree before
-redaction covered every string): ``redact_text`` µs per KB of the ordinary text and
-``prepare`` µs per span without and with content, each measured in a fresh process
-per round (this tree's python, the tree first on the path), baseline and current
-alternating, as process CPU time (the machine is shared: other processes' load is
-left out), printed as current / baseline ratios.
+``--baseline TREE`` compares with another checkout instead (e.g. ``git archive d01fe21``,
+the policy before detect-secrets and precision): ``redact_text`` µs per KB of the
+ordinary text and ``prepare`` µs per span without and with content, each measured in
+a fresh process per round (this tree's python, the tree first on the path), baseline
+and current alternating, as process CPU time (the machine is shared: other processes'
+load is left out), printed as current / baseline ratios (goal: µs per KB at most x1.2);
+then the quality figures of both policies side by side (this tree's corpus, the
+baseline tree's ``redact_text``).
 
-Usage: ``python benchmarks/redaction.py [--rounds N] [--spans N] [--baseline TREE] [--detect-secrets PATH]``.
+Usage: ``python benchmarks/redaction.py [--rounds N] [--spans N] [--baseline TREE] [--detect-secrets]``.
 The end-to-end comparison with an older tree is ``benchmarks/ingest_throughput.py --baseline TREE``.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,14 +49,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import phonenumbers  # noqa: E402
+from stdnum import luhn  # noqa: E402
 
 from benchmarks.agent_workload import workload  # noqa: E402
-from ledger.redact import Redactor  # noqa: E402
+from ledger.redact import Redactor, redact_text  # noqa: E402
 from ledger.redact.detectors import DETECTORS, TextView  # noqa: E402
 from ledger.rows import default_prices, prepare  # noqa: E402
-from tests.redaction_corpus import ORDINARY_FILE, SECRETS, ordinary_text  # noqa: E402
+from tests.redaction_corpus import (  # noqa: E402
+    CONTEXTS,
+    ID_TYPES,
+    ORDINARY_FILE,
+    PIECE,
+    SECRETS,
+    message_pieces,
+    ordinary_by_type,
+    ordinary_text,
+)
 
-PIECE = 2048
+Batch = Callable[[list[str]], list[str]]  # texts -> their redacted copies, in order
 
 
 def _pieces(text: str) -> list[str]:
@@ -146,8 +164,7 @@ def phones(rounds: int) -> None:
     print(f"  found in {len(with_phones)} pieces with a secret appended (phones among them): {found}")
 
 
-def detect_secrets(path: Path) -> None:
-    sys.path.insert(0, str(path))
+def detect_secrets() -> None:
     from detect_secrets.core.scan import scan_line
     from detect_secrets.settings import default_settings
 
@@ -164,10 +181,68 @@ def detect_secrets(path: Path) -> None:
         cost = (time.perf_counter() - start) * 1e6 / (sum(map(len, sample)) / 1024)
     ours = Redactor()
     ours_flagged = sum(1 for line in sample if ours.text(line) != line)
-    print("\n## detect-secrets 1.5 line scanner (default plugins)")
+    print("\n## detect-secrets' own line scanner (all its default plugins)")
     print("  corpus secrets found, by kind: " + ", ".join(f"{k} {found[k]}/{totals[k]}" for k in totals))
     print(f"  ordinary lines flagged: {flagged} of {len(sample)} (ours: {ours_flagged}); {cost:,.0f} µs/KB")
     print("  (it reports lines, not spans: what to replace inside a line is not given)")
+
+
+def _secret_cases() -> list[tuple[str, str, tuple[str, ...]]]:
+    """(kind, text, needles): each corpus secret in each context."""
+    return [(s.name or s.kind, c.format(s.text), s.needles) for s in SECRETS for c in CONTEXTS]
+
+
+def _ordinary_cases() -> dict[str, list[str]]:
+    """Per data type, the texts given to the policy: 2 KB pieces, or one id a line for the id kinds."""
+    return {
+        kind: text.splitlines() if kind in ID_TYPES else message_pieces(text)
+        for kind, text in ordinary_by_type().items()
+    }
+
+
+def _lost(before: str, after: str) -> int:
+    if before == after:
+        return 0
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    return len(before) - sum(m.size for m in matcher.get_matching_blocks())
+
+
+def quality(policies: dict[str, Batch]) -> None:
+    cases = _secret_cases()
+    print(f"\n## leak rate by kind ({len(SECRETS)} secrets x {len(CONTEXTS)} contexts; leaked / cases)")
+    leaked: dict[str, dict[str, int]] = {name: {} for name in policies}
+    totals: dict[str, int] = {}
+    for name, redact in policies.items():
+        out = redact([text for _, text, _ in cases])
+        for (kind, _, needles), redacted in zip(cases, out, strict=True):
+            leaked[name][kind] = leaked[name].get(kind, 0) + any(n in redacted for n in needles)
+    for kind, _, _ in cases:
+        totals[kind] = totals.get(kind, 0) + 1
+    print(f"  {'kind':24s} {'cases':>5s}  " + "  ".join(f"{n:>9s}" for n in policies))
+    for kind, n in totals.items():
+        print(f"  {kind:24s} {n:5d}  " + "  ".join(f"{leaked[p][kind]:9d}" for p in policies))
+    print(
+        f"  {'all':24s} {len(cases):5d}  " + "  ".join(f"{sum(leaked[p].values()) / len(cases):9.1%}" for p in policies)
+    )
+
+    ordinary = _ordinary_cases()
+    print("\n## false positives by data type (characters lost; for ids, ids replaced)")
+    print(f"  {'data type':16s} {'chars':>9s}  " + "  ".join(f"{n + ' lost':>14s}" for n in policies))
+    for kind, texts in ordinary.items():
+        size = sum(map(len, texts))
+        row = []
+        for redact in policies.values():
+            out = redact(texts)
+            lost = sum(_lost(a, b) for a, b in zip(texts, out, strict=True))
+            cell = f"{lost / size:.3%}"
+            if kind in ID_TYPES:
+                replaced = [a for a, b in zip(texts, out, strict=True) if a != b]
+                cell += f" {len(replaced)}/{len(texts)}"
+                if kind == "id_16_digits":
+                    failing = sum(not luhn.is_valid("".join(ch for ch in a if ch.isdigit())) for a in replaced)
+                    cell += f" ({failing} fail Luhn)"
+            row.append(f"{cell:>14s}")
+        print(f"  {kind:16s} {size:9,d}  " + "  ".join(row))
 
 
 # Run in a fresh process with the tree under test first on the path: only APIs both trees have.
@@ -178,7 +253,11 @@ from benchmarks.agent_workload import workload
 from ledger.redact import redact_text
 from ledger.rows import default_prices, prepare
 what, n, piece = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-if what == "kb":
+if what == "redact":  # texts in, their redacted copies out (JSON files)
+    texts = json.load(open(sys.argv[5], encoding="utf-8"))
+    json.dump([redact_text(t) for t in texts], open(sys.argv[6], "w", encoding="utf-8"))
+    print(json.dumps(0))
+elif what == "kb":
     text = gzip.decompress(open(sys.argv[5], "rb").read()).decode()
     pieces = [text[i : i + piece] for i in range(0, len(text), piece)]
     redact_text("warm")  # the policy is built once per process, as in a running server
@@ -201,6 +280,20 @@ def _in_tree(tree: Path, what: str, n_spans: int) -> float:
     return float(json.loads(out.splitlines()[-1]))
 
 
+def _tree_batch(tree: Path) -> Batch:
+    """``redact_text`` of ``tree``, in a process of its own, over a batch of texts."""
+
+    def redact(texts: list[str]) -> list[str]:
+        with tempfile.TemporaryDirectory() as tmp:
+            given, taken = Path(tmp) / "in.json", Path(tmp) / "out.json"
+            given.write_text(json.dumps(texts), encoding="utf-8")
+            argv = [sys.executable, "-c", _IN_TREE, str(tree), "redact", "0", str(PIECE), str(given), str(taken)]
+            subprocess.run(argv, cwd=tree, capture_output=True, text=True, check=True)
+            return json.loads(taken.read_text(encoding="utf-8"))
+
+    return redact
+
+
 def against(baseline: Path, rounds: int, n_spans: int) -> None:
     print(f"\n## this tree vs {baseline} (process CPU time, a fresh process per measure)")
     for what, unit in (
@@ -213,16 +306,16 @@ def against(baseline: Path, rounds: int, n_spans: int) -> None:
         mid = {k: statistics.median(v) for k, v in results.items()}
         for name, values in results.items():
             print(f"  {unit:22s} {name:9s} {_spread(values)}")
-        print(f"  {unit:22s} current / baseline x{mid['current'] / mid['baseline']:.3f}")
+        goal = "  (goal <= x1.2)" if what == "kb" else ""
+        print(f"  {unit:22s} current / baseline x{mid['current'] / mid['baseline']:.3f}{goal}")
+    quality({"baseline": _tree_batch(baseline), "current": lambda texts: [redact_text(t) for t in texts]})
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison (default 3)")
     ap.add_argument("--spans", type=int, default=8_000, help="spans per prepare() workload (default 8000)")
-    ap.add_argument(
-        "--detect-secrets", type=Path, default=None, metavar="PATH", help="where detect-secrets is installed"
-    )
+    ap.add_argument("--detect-secrets", action="store_true", help="also run detect-secrets' own line scanner")
     ap.add_argument("--baseline", type=Path, default=None, metavar="TREE", help="compare with this checkout instead")
     a = ap.parse_args()
     print(f"# redaction cost  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
@@ -232,8 +325,9 @@ def main() -> None:
     per_kb(a.rounds)
     per_span(a.rounds, a.spans)
     phones(a.rounds)
-    if a.detect_secrets is not None:
-        detect_secrets(a.detect_secrets)
+    quality({"current": lambda texts: [redact_text(t) for t in texts]})
+    if a.detect_secrets:
+        detect_secrets()
 
 
 if __name__ == "__main__":

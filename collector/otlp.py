@@ -32,7 +32,7 @@ from ledger.limits import (
     MAX_SPAN_BYTES,
     MAX_SPAN_VALUES,
 )
-from ledger.spans import SpanEvent, SpanLink, SpanRecord
+from ledger.spans import Base64Bytes, SpanEvent, SpanLink, SpanRecord
 
 __all__ = ["RequestTooLarge", "decode_json", "decode_protobuf", "encode_json", "read_file", "read_file_parts"]
 
@@ -109,8 +109,8 @@ def _pb_value(v: AnyValue, budget: _Budget, depth: int = 0) -> Any:
         return [s if (s := x.string_value) else _pb_value(x, budget, depth + 1) for x in values]
     if which == "kvlist_value":
         return _pb_attrs(v.kvlist_value.values, budget, depth + 1)
-    if which == "bytes_value":
-        return base64.b64encode(v.bytes_value).decode()
+    if which == "bytes_value":  # typed, so that redaction reads the bytes and not their base64
+        return Base64Bytes(base64.b64encode(v.bytes_value).decode())
     return None
 
 
@@ -252,8 +252,8 @@ def _json_value(v: Any, where: str, budget: _Budget, depth: int = 0) -> Any:
         return [_json_value(x, where, budget, depth + 1) for x in values]
     if key == "kvlistValue":
         return _json_attrs(_members(value, where), where, budget, depth + 1)
-    if key == "bytesValue":
-        return str(value)
+    if key == "bytesValue":  # base64 in OTLP/JSON; typed, so that redaction reads the bytes it encodes
+        return Base64Bytes(value)
     raise _SpanProblem(f"{where}: unknown attribute value type {key!r}")
 
 
@@ -425,6 +425,8 @@ def _any_value(v: Any) -> dict[str, Any]:
         return {"arrayValue": {"values": [_any_value(x) for x in v]}}
     if isinstance(v, dict):
         return {"kvlistValue": {"values": [{"key": k, "value": _any_value(x)} for k, x in v.items()]}}
+    if isinstance(v, Base64Bytes):
+        return {"bytesValue": str(v)}
     return {"stringValue": str(v)}
 
 

@@ -9,9 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SpanEvent", "SpanLink", "SpanRecord"]
+__all__ = ["Base64Bytes", "SpanEvent", "SpanLink", "SpanRecord"]
 
 Attributes = dict[str, Any]
+
+
+class Base64Bytes(str):
+    """An OTLP ``bytesValue`` attribute: stored as the base64 text it is received as, and typed
+    so that redaction (``ledger.redact``) reads the bytes it encodes, not the base64, which
+    hides whatever secret is in them from every pattern."""
+
+    __slots__ = ()
 
 
 # Not frozen: a frozen dataclass costs ~6x more to construct, and ingest builds

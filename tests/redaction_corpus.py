@@ -12,35 +12,64 @@ leave at least 99% intact. Shared by ``tests/server/test_redaction_corpus.py`` a
 
 from __future__ import annotations
 
+import base64
 import gzip
+import hashlib
+import importlib.util
+import random
+import struct
+import sysconfig
+import uuid
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["ORDINARY_FILE", "SECRETS", "Secret", "ordinary_text"]
+__all__ = [
+    "CONTEXTS", "ID_TYPES", "ORDINARY_FILE", "PIECE", "SECRETS", "Secret", "message_pieces", "ordinary_by_type",
+    "ordinary_text",
+]  # fmt: skip
 
 ORDINARY_FILE = Path(__file__).parent / "data" / "ordinary_text.txt.gz"
 
 
 @dataclass(frozen=True)
 class Secret:
-    kind: str
+    kind: str  # the marker it leaves: [REDACTED:kind]
     text: str  # as sent
     needles: tuple[str, ...]  # none of these may be stored
+    name: str = ""  # what it is (a provider's format, a national number); several share a marker kind
 
 
-def _s(kind: str, text: str, *needles: str) -> Secret:
-    return Secret(kind, text, needles or (text,))
+def _s(kind: str, text: str, *needles: str, name: str = "") -> Secret:
+    return Secret(kind, text, needles or (text,), name)
 
 
 def _digits(text: str) -> str:
     return "".join(ch for ch in text if ch.isdigit())
 
 
-def _number(kind: str, text: str) -> Secret:
-    return Secret(kind, text, (text, _digits(text)))
+def _number(kind: str, text: str, name: str = "") -> Secret:
+    return Secret(kind, text, (text, _digits(text)), name)
 
 
+_AZURE_SLASH_KEY = (
+    "JQbSYgQ0rSFXjVUJXml/Ut8WegFpVxL2fKsc3kvLlwzw3am9VjUrfYy5Ahj0gTETKciZ3YsJ7gvN2yFbiG60U=="  # after a "/"
+)
+# AWS STS session tokens: base64 of a serialized credential, which starts with the same bytes in every token
+_AWS_SESSION_1 = (
+    "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDH4hzQVQNzajdOZ0JC8tKG5cAA+cRHLbH4hsttdTuhTij0Cb7p3C0tVi"
+    "/LHb8uYYQaHDA/V5gW4TIVtb3AiezCK8u9T9bdlAggCn9CPSzMe5wGh92iu0jWO/qHCE1MLclvyh4kzryUX0a4t0HVhCmXNnQyArsg+yy34q"
+)
+_AWS_SESSION_2 = (
+    "FwoGZXIvYXdzEBYaDyL/crZXvuY5brqBTm1T2w6jeuIVEdlCskCn1qMzvNqGTyMec5LlALICpJZjwW//5ziAuDVLGeODdHn1HM/vaKLs1XdQ4S"
+    "xafCBW1K19G2wX5NjhtxF/tuMp0QcogpBWDv52cG7BjfTYGRTPYlNlGY7yFTVRXVhT0r1vA2gvkyNgTmUiA3HklTuGAui1SurfcFkr1mTRnUjM"
+)
+_AWS_SESSION_3 = (
+    "IQoJb3JpZ2luX2VjEIv6L8ZLr3h6tKmqWsZzs9n2KphiA4aisoe7D1vpscduy8Xi9ABSfYE0QWwr/Q5BQVcS7ma3P82+/RBKmvFCIvxJt1/zTvz"
+    "oIQKEuE4/PHqaySDXH7ap/uvMR9VCP4oNnolEwKC/7wtJirN4H64b5j5XJpowsQBICBgkpgyn0rrmyVRUQaGwc=="
+)
 _AZURE_ACCOUNT_KEY = "Ab3+Cd5/Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7Ab3Cd5Ef7Gh9Ij1Kl3Mn5Op7Qr9St1Uv3Wx5Yz7Ab3Cd5E=="
 _PEM_RSA_LINE = "MIIEowIBAAKCAQEA7ZqQm3v9Lk2Xw8Yt5Rp1Nc4Hb6Jd0Fg3Ae8Tu2Wx4Yz6Vb9Nm1Qr3St5Uv7"
 _PEM_SSH_LINE = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
@@ -75,7 +104,13 @@ SECRETS: tuple[Secret, ...] = (
         "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     ),
-    _s("key", "Lq8+Zr3/Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5R"),
+    # (40 base64 characters alone are as often a hash: a secret access key is one beside what names it)
+    _s("key", "AWS: Lq8+Zr3/Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5R", "Lq8+Zr3/Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5R"),
+    _s(
+        "key",
+        "AKIAIOSFODNN7EXAMPLE Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5RLq8+Zr3/",
+        "Tb6nWm1pVx4cYh7kJd0sGf2aEu9iOo5RLq8+Zr3/",
+    ),
     _s(
         "key",
         'AWS_SECRET_ACCESS_KEY="Hk2/Mn4+Pq6Rs8Tu0Vw2Xy4Za6Bc8De0Fg2Hi4Jk"',
@@ -175,9 +210,237 @@ SECRETS: tuple[Secret, ...] = (
     # US SSNs
     _number("ssn", "078-05-1120"),
     _number("ssn", "219 09 9999"),
+    # --- formats detect-secrets' plugins find (ledger/redact/plugins.py), each written three ways at least
+    _s("token", "glpat-_rZv0LlM1wre8DzuPHhq", name="gitlab_pat"),
+    _s(
+        "token",
+        "PRIVATE-TOKEN: glpat-_gc3ac5Bdlvjuwzk9ph_3cpE9U",
+        "glpat-_gc3ac5Bdlvjuwzk9ph_3cpE9U",
+        name="gitlab_pat",
+    ),
+    _s(
+        "token",
+        "gitlab: glpat-LobTnvPsGhseSEAdpjFd5VO2hqRVM4 (rotated)",
+        "glpat-LobTnvPsGhseSEAdpjFd5VO2hqRVM4",
+        name="gitlab_pat",
+    ),
+    _s("token", "gldt-k3FBrccP82MD4Au3ycQYLIv7", name="gitlab_deploy_token"),
+    _s(
+        "token",
+        "deploy with gldt-LobTnvPsGhseSEAdpjFd5VO2",
+        "gldt-LobTnvPsGhseSEAdpjFd5VO2",
+        name="gitlab_deploy_token",
+    ),
+    _s(
+        "token",
+        '{"runner": "glrt-LobTnvPsGhseSEAdpjFd5VO2hqRVM4"}',
+        "glrt-LobTnvPsGhseSEAdpjFd5VO2hqRVM4",
+        name="gitlab_runner_token",
+    ),
+    _s("key", "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", name="sendgrid"),
+    _s(
+        "key",
+        "sendgrid: 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",
+        "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",
+        name="sendgrid",
+    ),
+    _s(
+        "key",
+        "mail via https://api.sendgrid.com/v3?k=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",
+        "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",
+        name="sendgrid",
+    ),
+    _s("key", "SK945068d354e1dec539d349425c2ccefa", name="twilio_api_key"),
+    _s(
+        "key",
+        "twilio key SKbd552dafbfa71c41302cbd9f55b6b77d in use",
+        "SKbd552dafbfa71c41302cbd9f55b6b77d",
+        name="twilio_api_key",
+    ),
+    _s(
+        "key",
+        '{"sid": "SK5314a4353eb8b6768d47b535c5539471"}',
+        "SK5314a4353eb8b6768d47b535c5539471",
+        name="twilio_api_key",
+    ),
+    _s("key", "AC5314a4353eb8b6768d47b535c5539471", name="twilio_account_sid"),
+    _s(
+        "key",
+        "account AC945068d354e1dec539d349425c2ccefa",
+        "AC945068d354e1dec539d349425c2ccefa",
+        name="twilio_account_sid",
+    ),
+    _s(
+        "key",
+        "https://api.twilio.com/2010-04-01/Accounts/ACbd552dafbfa71c41302cbd9f55b6b77d/Messages.json",
+        "ACbd552dafbfa71c41302cbd9f55b6b77d",
+        name="twilio_account_sid",
+    ),
+    _s(
+        "token",
+        "//registry.npmjs.org/:_authToken=npm_p1S1FbhqcfltmOggfEL0XgBDwDHFkwjLYpch",
+        "npm_p1S1FbhqcfltmOggfEL0XgBDwDHFkwjLYpch",
+        name="npm_token",
+    ),
+    _s(
+        "key",
+        f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=/{_AZURE_SLASH_KEY};EndpointSuffix=core.windows.net",
+        f"/{_AZURE_SLASH_KEY}",
+        _AZURE_SLASH_KEY,
+        name="azure_storage_key",
+    ),
+    _s("key", f"AccountKey={_AZURE_ACCOUNT_KEY[:86]}==", _AZURE_ACCOUNT_KEY[:86], name="azure_storage_key"),
+    # --- formats no library covers (our own rules), three ways at least
+    _s("token", "npm_LqVUj5bspLWSdPNmCmWlT0pquIlp1TehcRjo", name="npm_token"),
+    _s(
+        "token",
+        "publish with npm_7igt8K9AydaG8yuohDOqJPlbisCzfx6eeGwe today",
+        "npm_7igt8K9AydaG8yuohDOqJPlbisCzfx6eeGwe",
+        name="npm_token",
+    ),
+    _s("token", "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", name="huggingface_token"),
+    _s(
+        "token",
+        "huggingface-cli login --token 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",
+        "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",
+        name="huggingface_token",
+    ),
+    _s(
+        "token",
+        '{"hub": "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"}',
+        "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",
+        name="huggingface_token",
+    ),
+    _s("token", "dapi7b19e27ea4345c886f4160e2abfc190f", name="databricks_token"),
+    _s(
+        "token",
+        "databricks: dapicf5354cf2fc40dc5a0e1b4f878e5b49a-2",
+        "dapicf5354cf2fc40dc5a0e1b4f878e5b49a",
+        name="databricks_token",
+    ),
+    _s(
+        "token",
+        "curl -H 'X-Databricks: dapi6d17a9018f9bb488cc24f6c3097bbcd4' https://adb-1.azuredatabricks.net",
+        "dapi6d17a9018f9bb488cc24f6c3097bbcd4",
+        name="databricks_token",
+    ),
+    _s("token", _AWS_SESSION_1, name="aws_session_token"),
+    _s("token", f"X-Amz-Security-Token: {_AWS_SESSION_2}", _AWS_SESSION_2, name="aws_session_token"),
+    _s("token", f"session {_AWS_SESSION_3} expires at noon", _AWS_SESSION_3, name="aws_session_token"),
+    _s("ni_number", "AB 12 34 56 C", "AB 12 34 56 C", "AB123456C", name="uk_ni_number"),
+    _s("ni_number", "ce123456d", name="uk_ni_number"),
+    _s("ni_number", "NI number JG-10-37-25-A on file", "JG-10-37-25-A", "JG103725A", name="uk_ni_number"),
+    Secret(
+        "iban", "de89 3704 0044 0532 0130 00", ("de89 3704 0044 0532 0130 00", "de89370400440532013000"), "iban_lower"
+    ),
+    _s("iban", "gb82west12345698765432", name="iban_lower"),
+    _s("iban", "pay to nl91abna0417164300 by friday", "nl91abna0417164300", name="iban_lower"),
+    _number("card", "4111\u00a01111\u00a01111\u00a01111", name="card_nbsp"),
+    _number("card", "5500  0000  0000  0004", name="card_double_space"),
+    _number("card", "3782\u202f822463\u202f10005", name="card_narrow_nbsp"),
+    _number("card", "card: 6011 \u00a00009 9013 9424", name="card_mixed_spaces"),
+    _s("email", "josé.garcía@exämple.de", name="email_idn"),
+    _s("email", "用户@例子.中国", name="email_idn"),
+    _s("email", "write to δοκιμή@παράδειγμα.ελ soon", "δοκιμή@παράδειγμα.ελ", name="email_idn"),
+    _s("email", "müller@xn--bcher-kva.de", name="email_idn"),
+    _number("phone", "0044 20 7946 0958", name="phone_00"),
+    _number("phone", "call 0049 30 901820 now", name="phone_00"),
+    _number("phone", "00 1 415 555 2671", name="phone_00"),
+    _s("secret", "password=/Hunter2Hunter2", "/Hunter2Hunter2", "Hunter2Hunter2", name="secret_slash"),
+    _s("secret", "secret: /xK9-mP2-qR7-tV4", "/xK9-mP2-qR7-tV4", "xK9-mP2-qR7-tV4", name="secret_slash"),
+    _s("secret", '{"api_key": "/abc/Def123Ghi456"}', "/abc/Def123Ghi456", "abc/Def123Ghi456", name="secret_slash"),
 )
 
 
 @cache
 def ordinary_text() -> str:
     return gzip.decompress(ORDINARY_FILE.read_bytes()).decode()
+
+
+# Modules of the running interpreter's standard library (code, docstrings, RFC text, constants).
+_STDLIB_MODULES = (
+    "argparse.py", "typing.py", "pathlib.py", "http/client.py", "email/message.py", "email/utils.py",
+    "email/_header_value_parser.py", "json/decoder.py", "urllib/parse.py", "smtplib.py", "uuid.py",
+    "base64.py", "ssl.py", "subprocess.py", "inspect.py", "tarfile.py", "logging/__init__.py",
+    "unittest/case.py", "asyncio/base_events.py", "collections/__init__.py", "configparser.py",
+    "statistics.py", "fractions.py", "ipaddress.py", "difflib.py", "datetime.py", "_pydecimal.py",
+)  # fmt: skip
+_IDS = 4_000  # of each id kind
+
+
+def _stdlib() -> str:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return "\n".join((root / name).read_text(encoding="utf-8") for name in _STDLIB_MODULES if (root / name).is_file())
+
+
+def _js_bundle() -> str:
+    """A slice of a minified JavaScript bundle: plotly.js, as the plotly package ships it."""
+    spec = importlib.util.find_spec("plotly")
+    assert spec is not None and spec.submodule_search_locations
+    bundle = Path(spec.submodule_search_locations[0]) / "package_data" / "plotly.min.js"
+    return bundle.read_text(encoding="utf-8")[:400_000]
+
+
+def _base64_images(rng: random.Random) -> str:
+    """PNG images (random pixels), base64-encoded as e-mail writes them (76-character lines) and as data URIs."""
+    out = []
+    for n in range(24):
+        rows = b"".join(b"\x00" + rng.randbytes(40 * 3) for _ in range(50))  # 40 x 50 RGB, filter 0
+        header = struct.pack(">IIBBBBB", 40, 50, 8, 2, 0, 0, 0)
+        png = (
+            b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows)) + _chunk(b"IEND", b"")
+        )
+        encoded = base64.b64encode(png).decode()
+        if n % 2:
+            out.append("\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76)))
+        else:
+            out.append(f'<img src="data:image/png;base64,{encoded}">')
+    return "\n".join(out)
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _ids(rng: random.Random, make: Callable[[], str]) -> list[str]:
+    """Ids written as traces write them: bare, as a field, in JSON, in a sentence."""
+    forms = ("{}", "id={}", '{{"id": "{}"}}', "order {} shipped", "ref: {}")
+    return [forms[i % len(forms)].format(make()) for i in range(_IDS)]
+
+
+@cache
+def ordinary_by_type() -> dict[str, str]:
+    """Text of each kind that holds no secret (one id a line for the id kinds), ≥ 1 MB in all:
+    the prose and code of ``ordinary_text``, a slice of the Python standard library and of a
+    JavaScript bundle read from this environment, base64 images, UUIDs, git SHAs, 10- and 16-digit ids."""
+    rng = random.Random(26)
+    return {
+        "prose_and_code": ordinary_text(),
+        "python_stdlib": _stdlib(),
+        "js_bundle": _js_bundle(),
+        "base64_images": _base64_images(rng),
+        "uuid": "\n".join(_ids(rng, lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4)))),
+        "git_sha": "\n".join(_ids(rng, lambda: hashlib.sha1(rng.randbytes(8)).hexdigest())),
+        "id_10_digits": "\n".join(_ids(rng, lambda: str(rng.randrange(10**9, 10**10)))),
+        "id_16_digits": "\n".join(_ids(rng, lambda: str(rng.randrange(10**15, 10**16)))),
+    }
+
+
+ID_TYPES = ("uuid", "git_sha", "id_10_digits", "id_16_digits")  # one id a line, each with its checksum rule
+PIECE = 2048  # the size of a message: how text reaches the policy
+# Where the corpus's secrets are written when a test or benchmark puts them in a text of its own.
+CONTEXTS = ("{}", "note: {} here", "({})", '{{"v": "{}"}}', "line one\n{}\nline three")
+
+
+def message_pieces(text: str) -> list[str]:
+    """``text`` in pieces of about ``PIECE`` characters, each cut after a space or a mark, never
+    inside a word or a number (which a message never starts or ends in the middle of)."""
+    out, start = [], 0
+    while start < len(text):
+        end = min(start + PIECE, len(text))
+        if end < len(text):
+            cut = max(text.rfind(ch, start, end) for ch in " \n;,({")
+            end = cut + 1 if cut > start else end
+        out.append(text[start:end])
+        start = end
+    return out

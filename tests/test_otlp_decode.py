@@ -10,7 +10,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from collector.otlp import decode_protobuf, read_file
 from ledger.errors import MalformedInput
-from ledger.spans import SpanEvent
+from ledger.spans import Base64Bytes, SpanEvent
 from tests.conftest import SAMPLES, sample_as_protobuf
 
 
@@ -63,9 +63,9 @@ def test_every_kind_of_attribute_value_keeps_its_python_type():
         "double": 0.0,
         "true": True,
         "false": False,
-        "bytes": base64.b64encode(b"\x00\xffhi").decode(),
+        "bytes": Base64Bytes(base64.b64encode(b"\x00\xffhi").decode()),  # typed: redaction reads the bytes
         "none": None,
-        "array": ["x", 1, 1.5, True, None, "YWI=", [7], {"k": False}],
+        "array": ["x", 1, 1.5, True, None, Base64Bytes("YWI="), [7], {"k": False}],
         "kvlist": {"nested": ["y"], "empty": None},
         "empty_array": [],
         "empty_kvlist": {},

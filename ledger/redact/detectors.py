@@ -16,8 +16,10 @@ import binascii
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import phonenumbers
+from publicsuffixlist import PublicSuffixList
 from stdnum import iban, luhn
 
 __all__ = [
@@ -39,6 +41,7 @@ _DIGIT_BYTES = b"0123456789"
 MIN_WORD = 15  # the shortest word-shaped secret (a Slack token); prose has few words this long
 MIN_NUMBER_DIGITS = 8  # the fewest digits of a numeric one (a phone number with its country code)
 MIN_AWS_SECRET = 40  # the one word-shaped secret found by its length, not a needle
+_AWS_ID_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
 
 
 class TextView:
@@ -103,6 +106,7 @@ class Detector:
     # A Hyperscan pattern (over UTF-8 bytes) found in every text where this detector finds
     # anything: a tighter pre-check than the needles, for ``prefilter.Prefilter`` to ask instead.
     sign: bytes | None = None
+    origin: str = ""  # the maintained library whose patterns these are ("" for our own rules)
 
     @property
     def group(self) -> str:
@@ -180,6 +184,36 @@ def _aws_secret(token: str) -> bool:
     )
 
 
+# A secret access key has no prefix, and 40 base64 characters are as often a hash or an id:
+# one is taken for a key only beside what names it (AWS, a secret) or its access key id.
+# (An id found already is a marker: "[REDACTED:key]" names it as well.)
+_AWS_WINDOW = 64
+_AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40,}+")
+_AWS_CONTEXT = re.compile(rf"(?i:aws|amazon|secret|redacted:key)|(?:{'|'.join(_AWS_ID_PREFIXES)})[0-9A-Z]{{16}}")
+
+
+def _find_aws_secrets(text: str) -> list[tuple[int, int]]:
+    found = []
+    for m in _AWS_SECRET.finditer(text):
+        start, end = m.span()
+        if not _aws_secret(m.group(0)):
+            continue
+        if _AWS_CONTEXT.search(text, max(0, start - _AWS_WINDOW), start) or _AWS_CONTEXT.search(
+            text[end : end + _AWS_WINDOW]
+        ):
+            found.append((start, end))
+    return found
+
+
+def _mixed_or_hex(token: str) -> bool:
+    """A random token, not a name: lowercase hex (Databricks), or letters of both cases (npm,
+    Hugging Face: an identifier this long is written in one case, or with underscores)."""
+    if token.startswith("dapi"):
+        return True
+    body = token.split("_", 1)[-1]
+    return any(c.isupper() for c in body) and any(c.islower() for c in body)
+
+
 def _ssn(token: str) -> bool:
     digits = token.replace("-", "").replace(" ", "")
     area, group, serial = digits[:3], digits[3:5], digits[5:]
@@ -187,10 +221,14 @@ def _ssn(token: str) -> bool:
 
 
 # --- finders for numbers whose separators and length vary -------------------------------------
-# 13 or more digits, each pair joined by at most one separator: a card number in any grouping,
+# Spaces a number is written with besides the ASCII one: no-break, figure and narrow no-break.
+_SPACES = "\u00a0\u2007\u202f"
+_SPACE_BYTES = rb"\xc2\xa0|\xe2\x80[\x87\xaf]"  # the same, as UTF-8 (what a sign reads)
+# 13 or more digits, each pair joined by at most two separators: a card number in any grouping,
 # separators mixed. (Possessive: a long number is scanned once, never backtracked into.)
-_DIGIT_RUN = re.compile(r"\d(?:[ \t.\-/]?+\d){12,}+")
+_DIGIT_RUN = re.compile(rf"\d(?:[ \t.\-/{_SPACES}]{{0,2}}+\d){{12,}}+")
 _DIGIT_GROUP = re.compile(r"\d+")
+_WORD_CHAR = re.compile(r"[^\W\d]|_")  # a letter (digits are in the run already)
 # The card networks' issuer prefixes (IIN) and lengths: Visa, Mastercard, Amex, Diners, JCB,
 # Discover / UnionPay / Maestro. Luhn alone passes one random number in ten; with the prefix
 # and length, ids and nanosecond timestamps (which start with 1) are left alone.
@@ -212,8 +250,10 @@ def _card_number(digits: str) -> bool:
 def _find_cards(text: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     for run in _DIGIT_RUN.finditer(text):
-        if run.start() and text[run.start() - 1] in ".,":  # the decimals of a number
-            continue
+        if run.start() > 1 and text[run.start() - 1] in ".," and text[run.start() - 2].isdigit():
+            continue  # the decimals of a number
+        if _WORD_CHAR.match(text, run.end()) or (run.start() and _WORD_CHAR.match(text, run.start() - 1)):
+            continue  # digits inside a word: a hex id or a UUID, never a card
         groups = [(m.start(), m.end()) for m in _DIGIT_GROUP.finditer(run.group(0))]
         i = 0
         while i < len(groups):
@@ -227,20 +267,38 @@ def _find_cards(text: str) -> list[tuple[int, int]]:
 
 
 def _card_from(run: str, groups: list[tuple[int, int]], first: int) -> int | None:
-    """The last group index of a valid card number starting at group ``first``, or None."""
+    """The last group index of a valid card number starting at group ``first``, or None.
+
+    A card is written whole, or in groups of 4 to 6 digits (4-4-4-4, 4-6-5) that a short one may
+    end; one that starts with 4: digits grouped otherwise (1.384.872-1.777, the numbers of an SVG
+    path) are not a card's. A whole one is not the decimals of a number (3.2409699419045226)."""
     digits = ""
     for last in range(first, len(groups)):
-        digits += run[groups[last][0] : groups[last][1]]
+        start, end = groups[last]
+        if last > first and not (4 <= groups[last - 1][1] - groups[last - 1][0] <= 6):
+            return None  # the group before this one is not a card's
+        if last == first + 1 and groups[first][1] - groups[first][0] != 4:
+            return None
+        digits += run[start:end]
         if len(digits) > 19:
             return None
         if len(digits) >= 13 and _card_number(digits):
+            if (
+                last == first
+                and (
+                    (start and run[start - 1] in ".,")  # (.4906619460083532: JavaScript drops the 0)
+                    or (run.startswith((".", ","), end) and run[end + 1 : end + 2].isdigit())
+                )
+            ):
+                return None  # the decimals of a number, or its integer part
             return last
     return None
 
 
-# ISO 13616 writes IBANs in capitals. The boundary is checked after the first letter (a
-# lookbehind): a pattern that starts with a character class lets the scan skip to candidates.
-_IBAN = re.compile(r"[A-Z](?<![A-Za-z0-9].)[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}+")
+# ISO 13616 writes IBANs in capitals, and people in either case: the checksum (of the capitals) decides.
+# The boundary is checked after the first letter (a lookbehind): a pattern that starts with a
+# character class lets the scan skip to candidates.
+_IBAN = re.compile(r"[A-Za-z](?<![A-Za-z0-9].)[A-Za-z]\d{2}(?: ?[A-Za-z0-9]){11,30}+")
 
 
 def _find_ibans(text: str) -> list[tuple[int, int]]:
@@ -249,7 +307,7 @@ def _find_ibans(text: str) -> list[tuple[int, int]]:
         # The pattern may run into the next word: try the longest prefix first.
         chars = [(ch, m.start() + i + 1) for i, ch in enumerate(m.group(0)) if ch != " "]
         for n in range(len(chars), 14, -1):
-            if iban.is_valid("".join(ch for ch, _ in chars[:n])):
+            if iban.is_valid("".join(ch for ch, _ in chars[:n]).upper()):
                 found.append((m.start(), chars[n - 1][1]))
                 break
     return found
@@ -260,22 +318,40 @@ _PHONE_REGION = "US"  # numbers written without a country code are read as US nu
 # then digit groups joined by single separators; or + and 8 to 15 digits in a row. Only these
 # candidates are given to libphonenumber (its own matcher costs ~250 µs per KB of text).
 _PHONE = re.compile(
-    r"(?<![\w.+\-])(?:\+\d{1,3}[ .\-]?)?(?:\(\d{1,4}\)[ .\-]?)?\d{1,8}+(?:[ .\-]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
-    r"|(?<![\w.+\-])\+?\d{10,15}+(?![\w\-]|\.\d)"
+    r"(?<![\w+\-%])(?<![^A-Za-z]\.)(?:\+\d{1,3}[ .\-\u00a0]?)?(?:\(\d{1,4}\)[ .\-\u00a0]?)?\d{1,8}+(?:[ .\-\u00a0]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
+    r"|(?<![\w+\-%])(?<![^A-Za-z]\.)\+?\d{10,15}+(?![\w\-]|\.\d)"
 )
+_PHONE_WORD = re.compile(r"(?i:phone|tel\b|call|mobile|cell|fax|sms|whatsapp|dial)")
+_PHONE_WINDOW = 32
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}\b|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{4}\b")
 
 
 # Nine or more characters a card, phone number or SSN is written with: a fast scan (~10 µs
 # per KB) that leaves the precise patterns only these stretches to search. (Hex ids and
 # hashes are full of digits, but not of nine of these in a row.)
-_NUMBERISH = re.compile(r"[+(\d][\d+() \t.\-/]{8,}+")
+_NUMBERISH = re.compile(rf"[+(\d][\d+() \t.\-/{_SPACES}]{{8,}}+")
 
 
 def _in_numberish(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     for island in _NUMBERISH.finditer(text):
         # pos keeps the lookbehinds seeing the text before; endpos + 2 the lookaheads after.
         yield from pattern.finditer(text, island.start(), island.end() + 2)
+
+
+# A UK National Insurance number: two letters (never D, F, I, Q, U, V; O not second; some pairs
+# never issued), six digits, a letter A to D; spaced or not, in one case. It has no check digit.
+_NI_NUMBER = re.compile(
+    r"(?<![A-Za-z0-9])(?!(?i:BG|GB|KN|NK|NT|TN|ZZ))(?i:[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z])"
+    r"(?P<sep>[ \-]?)\d{2}(?P=sep)\d{2}(?P=sep)\d{2}(?P=sep)(?i:[A-D])(?![A-Za-z0-9])"
+)
+
+
+def _find_ni_numbers(text: str) -> list[tuple[int, int]]:
+    return [
+        m.span()
+        for m in _NI_NUMBER.finditer(text)
+        if (letters := m.group(0)[:2] + m.group(0)[-1]).isupper() or letters.islower()
+    ]
 
 
 _SSN = re.compile(r"\b\d{3}(?P<sep>[- ])\d{2}(?P=sep)\d{4}\b(?!-)")
@@ -288,10 +364,20 @@ def _find_ssns(text: str) -> list[tuple[int, int]]:
 def _find_phones(text: str) -> list[tuple[int, int]]:
     found = []
     for m in _in_numberish(_PHONE, text):
-        candidate = m.group(0)
+        candidate = m.group(0).replace("\u00a0", " ")
+        if candidate.startswith("00") and not candidate.startswith("000"):
+            candidate = f"+{candidate[2:].lstrip(' .-')}"  # 00: the international prefix outside North America
         digits = sum(ch.isdigit() for ch in candidate)
         # Without a country code, ten digits at least: seven are too many other things.
         if digits < (8 if candidate.startswith("+") else 10) or digits > 15 or _DATE.match(candidate):
+            continue
+        # Digits alone, written without a + or a separator, are as often an id, a count or a
+        # timestamp (38% of ten-digit ids are valid US numbers): a phone number only beside a word saying so.
+        if (
+            candidate.isdigit()
+            and not m.group(0).startswith("+")
+            and not _PHONE_WORD.search(text, max(0, m.start() - _PHONE_WINDOW), m.start())
+        ):
             continue
         try:
             number = phonenumbers.parse(candidate, _PHONE_REGION)
@@ -302,13 +388,54 @@ def _find_phones(text: str) -> list[tuple[int, int]]:
     return found
 
 
+# An address in any script (RFC 6531: internationalized local parts and domains).
+_EMAIL = re.compile(r"[\w.%+\-]+@(?P<domain>[\w\-]+(?:\.[\w\-]+)*\.[\w\-]{2,})")
+# Names a mail domain may end in though no public suffix list has them: RFC 2606 / 6761 special
+# uses, and what companies' internal mail uses.
+_PRIVATE_TLDS = frozenset({"example", "test", "invalid", "localhost", "local", "internal", "lan", "corp", "home"})
+# Code, not mail: ``x@self.weights`` (matrix products), ``a@cls.table``.
+_CODE_OBJECTS = frozenset({"self", "cls", "this"})
+
+
+@lru_cache(maxsize=1)
+def _public_suffixes() -> PublicSuffixList:
+    return PublicSuffixList()  # the Public Suffix List as the package ships it (read once: ~30 ms)
+
+
+@lru_cache(maxsize=4096)
+def _mail_domain(domain: str) -> bool:
+    """Whether ``domain`` can be a mail domain: it ends in a real top-level domain (the Public Suffix
+    List's, or a private one), and is not an object's attribute (``self.weights``)."""
+    labels = domain.lower().split(".")
+    if labels[0] in _CODE_OBJECTS:
+        return False
+    tld = labels[-1]
+    if tld in _PRIVATE_TLDS:
+        return True
+    try:
+        tld = tld.encode("idna").decode() if not tld.isascii() else tld
+    except UnicodeError:
+        return False
+    return _public_suffixes().publicsuffix(tld, accept_unknown=False) is not None
+
+
+def _find_emails(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _EMAIL.finditer(text) if _mail_domain(m.group("domain"))]
+
+
 # --- the detectors, in the order they run (a longer secret first: a PEM block holds base64 that
 # other patterns would cut; a card number before a phone number that its digits could look like)
 _KEY_CHARS = r"[A-Za-z0-9_\-]"
 # ``\d`` in a detector's pattern as a sign (``Detector.sign``) writes it: an ASCII digit, or the
 # UTF-8 bytes of another character (some are Unicode digits, which ``\d`` matches in a str).
 _D = rb"(?:[0-9]|[\x80-\xff]{2,4})"
-_AWS_ID_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
+_AWS_NAMES = rb"(?i:aws|amazon|secret|redacted:key|%s)" % b"|".join(p.encode() for p in _AWS_ID_PREFIXES)
+# (a window of 256 bytes: the 64 characters on each side, in UTF-8)
+_AWS_SECRET_SIGN = rb"%s[\x00-\xff]{0,256}[A-Za-z0-9/+]{40}|[A-Za-z0-9/+]{40}[\x00-\xff]{0,256}%s" % (
+    _AWS_NAMES,
+    _AWS_NAMES,
+)
+_NI_NUMBER_SIGN = rb"[A-Za-z]{2}[ \-]?%s{2}[ \-]?%s{2}[ \-]?%s{2}[ \-]?[A-Da-d]" % (_D, _D, _D)
 
 DETECTORS: tuple[Detector, ...] = (
     Detector(
@@ -357,6 +484,24 @@ DETECTORS: tuple[Detector, ...] = (
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "xapp-"),
         min_word=MIN_WORD,
     ),
+    # Formats no maintained set covers (detect-secrets reads npm tokens only in an .npmrc line):
+    Detector(
+        "token",
+        re.compile(
+            r"(?<![A-Za-z0-9_])(?:npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{34}|dapi[a-f0-9]{32}(?:-\d)?)(?![A-Za-z0-9])"
+        ),
+        ("npm_", "hf_", "dapi"),
+        min_word=36,
+        valid=_mixed_or_hex,
+    ),
+    # An AWS STS session token: base64 of a serialized credential, whose first bytes spell the
+    # same field names (``origin_ec…``, ``er/aws``) whatever the token.
+    Detector(
+        "token",
+        re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{2}o(?:Jb3JpZ2luX2Vj|GZXIvYXdz)[A-Za-z0-9+/]{60,}+={0,2}"),
+        ("oJb3JpZ2luX2Vj", "oGZXIvYXdz"),
+        min_word=76,
+    ),
     Detector(
         "token",
         re.compile(r"(?i:\bbearer)\s+(?P<s>[A-Za-z0-9._~+/\-]{8,}=*)"),
@@ -375,28 +520,37 @@ DETECTORS: tuple[Detector, ...] = (
     Detector("secret", None, lower=True, also=(":", "=")),
     Detector(
         "email",
-        re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"),
+        None,
         ("@",),
-        sign=rb"[A-Za-z0-9._%+\-]@[A-Za-z0-9.\-]+\.[A-Za-z]{2}",
+        find=_find_emails,
+        sign=rb"(?:[A-Za-z0-9._%%+\-]|[\x80-\xff])@(?:[A-Za-z0-9_\-]|[\x80-\xff])+(?:\.(?:[A-Za-z0-9_\-]|[\x80-\xff])+)*\.(?:[A-Za-z0-9\-]|[\x80-\xff]){2}",
     ),
     Detector(
         "key",
-        re.compile(r"[A-Za-z0-9/+]{40,}+"),  # an AWS secret access key: a whole run of exactly 40
+        None,
         min_word=MIN_AWS_SECRET,
         min_digits=1,
-        valid=_aws_secret,
-        sign=rb"[A-Za-z0-9/+]{40}",
+        find=_find_aws_secrets,  # an AWS secret access key: a whole run of exactly 40, named nearby
+        sign=_AWS_SECRET_SIGN,
     ),
-    Detector("card", None, min_digits=13, numeric=True, find=_find_cards, sign=rb"%s(?:[ \t.\-/]?%s){12}" % (_D, _D)),
-    Detector("iban", None, min_digits=6, upper=True, find=_find_ibans, sign=rb"[A-Z]{2}%s{2}" % _D),
+    Detector(
+        "card",
+        None,
+        min_digits=13,
+        numeric=True,
+        find=_find_cards,
+        sign=rb"%s(?:(?:[ \t.\-/]|%s){0,2}%s){12}" % (_D, _SPACE_BYTES, _D),
+    ),
+    Detector("iban", None, min_digits=6, find=_find_ibans, sign=rb"[A-Za-z]{2}%s{2}" % _D),
+    Detector("ni_number", None, min_digits=6, find=_find_ni_numbers, sign=_NI_NUMBER_SIGN),
     Detector("ssn", None, min_digits=9, numeric=True, find=_find_ssns, sign=rb"%s{3}[- ]%s{2}[- ]%s{4}" % (_D, _D, _D)),
-    # A candidate starts where no word, '.', '+' or '-' precedes, with 9 numberish characters at least.
+    # A candidate starts where no word, '+', '-', '%' or a '.' but a word's precedes, with 9 numberish characters at least.
     Detector(
         "phone",
         None,
         min_digits=8,
         numeric=True,
         find=_find_phones,
-        sign=rb"(?:^|[^A-Za-z0-9_.+\-])(?:[+(0-9]|%s)(?:[0-9+() \t.\-/]|%s){8}" % (_D, _D),
+        sign=rb"(?:^|[^A-Za-z0-9_.+\-]|[^0-9]\.)(?:[+(0-9]|%s)(?:[0-9+() \t.\-/]|%s){8}" % (_D, _D),
     ),
 )

@@ -5,7 +5,8 @@ camelCase): ``http.request.header.authorization``, ``OPENAI_API_KEY`` and
 ``awsSecretAccessKey`` all match. Only the last dotted segment is read, so
 ``llm.token_count.prompt`` (a number the ledger needs) is not taken for a token;
 a segment that measures something (``max_tokens``, ``token_count``,
-``secret_length``) is a number about a secret, never the secret itself.
+``secret_length``) is a number about a secret, never the secret itself, and one
+that accounts for a model's tokens (``input_token_details``) holds no credential.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ _TOKEN = "token"
 _MEASURE_WORDS = frozenset(
     {"count", "counts", "length", "len", "size", "limit", "limits", "max", "min", "total", "num", "number",
      "type", "kind", "expires", "expiry", "ttl", "usage", "budget", "estimate", "present", "name"}
+)  # fmt: skip
+# Words that make a "token" name one of a model's token figures or their breakdown, never a credential.
+_TOKEN_ACCOUNTING = frozenset(
+    {"input", "output", "prompt", "completion", "reasoning", "cached", "audio", "image", "text",
+     "details", "detail", "breakdown", "read", "write", "creation", "accepted", "rejected", "prediction"}
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # Lowercase fragments one of which every secret-named key written in free text contains, however
@@ -55,7 +61,11 @@ class KeyRule:
         if not words or _MEASURE_WORDS.intersection(words):
             return False
         joined = "".join(words)
-        return any(w in joined for w in self.words) or any(w.endswith(_TOKEN) or w in _EXACT_WORDS for w in words)
+        if any(w in joined for w in self.words) or any(w in _EXACT_WORDS for w in words):
+            return True
+        # "token" names a credential (access_token, x-auth-token) unless the name accounts for
+        # a model's tokens: LangChain's input_token_details, prompt_token_count, cached_token.
+        return any(w.endswith(_TOKEN) for w in words) and not _TOKEN_ACCOUNTING.intersection(words)
 
     def sign(self) -> bytes:
         """A Hyperscan pattern found in every ``key=value`` (or ``key: value``) of free text whose

@@ -12,6 +12,8 @@ objects, so a caller can tell cheaply that nothing changed. A string where
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 import re
@@ -21,16 +23,22 @@ from typing import Any
 
 import orjson
 
+from ..spans import Base64Bytes
 from .detectors import DETECTORS, MIN_AWS_SECRET, MIN_NUMBER_DIGITS, MIN_WORD, Detector, TextView, marker
 from .keys import KeyRule
+from .plugins import PLUGIN_DETECTORS
 from .prefilter import Prefilter
 
-__all__ = ["REDACTED", "Redactor"]
+__all__ = ["CHAIN", "REDACTED", "Redactor"]
 
 REDACTED = marker("secret")  # what a value under a secret-named key becomes
+# Every detector, in the order they run: detect-secrets' plugins before the bearer, key=value,
+# e-mail and 40-character rules, which would otherwise cut into a longer token they find first.
+_FIRST_GENERIC = next(i for i, d in enumerate(DETECTORS) if d.kind == "jwt")
+CHAIN: tuple[Detector, ...] = (*DETECTORS[:_FIRST_GENERIC], *PLUGIN_DETECTORS, *DETECTORS[_FIRST_GENERIC:])
 
 _KEY_VALUE = re.compile(
-    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)[\"']?[ \t]*[:=](?![=/])[ \t]*"
+    r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{0,63}+)[\"']?[ \t]*(?:=(?!=)|:(?!=|//))[ \t]*"
     # The value in a lookahead: it may hold the next pair (note: password=x), which is matched on its own.
     r"(?=(?P<s>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'"
     r"|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"'`,;&<>()\[\]{}]{1,512}))"
@@ -90,7 +98,7 @@ class Redactor:
                     if d.kind == "secret"
                     else d
                 )
-                for d in DETECTORS
+                for d in CHAIN
             )
             + extra
         )
@@ -130,6 +138,26 @@ class Redactor:
             # so a hit hands back the caller's own object and ``is`` tells it nothing changed.
             self._texts[text] = "" if done is text else done
         return done or text
+
+    def encoded(self, value: Base64Bytes) -> str:
+        """A ``bytesValue`` redacted: the bytes it encodes are read as UTF-8 text (in binary data,
+        each byte that is not UTF-8 read as a character of its own, which no pattern spans, so
+        any text written in the data is read as text) and encoded again, every secret replaced
+        and every other byte as it was; the same object if none was found. Base64 that does not
+        decode is a string like any other."""
+        try:
+            data = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            return self.text(value)
+        read = data.decode("utf-8", "surrogateescape")
+        done = self.text(read)
+        if done is read:
+            return value
+        try:
+            redacted = done.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # a surrogate spelled by a JSON escape the scan decoded
+            redacted = done.encode("utf-8", "surrogatepass")
+        return Base64Bytes(base64.b64encode(redacted).decode())
 
     def _text(self, text: str) -> str:
         redacted = self._scan(text)
@@ -198,6 +226,8 @@ class Redactor:
         """A redacted copy of a JSON-like value (the same object when nothing is redacted)."""
         if not self.enabled:
             return value
+        if type(value) is Base64Bytes:
+            return self.encoded(value)
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
@@ -208,14 +238,17 @@ class Redactor:
         return value
 
     def attributes(self, attrs: dict[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
-        """``attrs`` redacted by key and value; the keys in ``keep`` left as they are."""
+        """``attrs`` redacted by key and value (a key is a string stored like any other, so it
+        is redacted as text too); the keys in ``keep`` left as they are."""
         if not self.enabled or self._untouched(attrs, keep):
             return attrs
         out: dict[str, Any] | None = None
+        renamed = False
         secret, text, seen = self.keys.is_secret, self.text, self._texts
         for key, value in attrs.items():
             if keep and key in keep:
                 continue
+            name = text(key) if type(key) is str else key
             kind = type(value)  # exact types first: this loop runs for every attribute of every span
             if kind is str:
                 if secret(key) and value:
@@ -224,18 +257,32 @@ class Redactor:
                     done = seen.get(value)  # the text cache read here: a call less per attribute
                     new = value if done == "" else done if done is not None else text(value)
             elif kind is bool or value is None:
-                continue
+                new = value
             elif kind is int or kind is float:
-                if not secret(key):
-                    continue
-                new = REDACTED
+                new = REDACTED if secret(key) else value
             else:
                 new = REDACTED if secret(key) else self.value(value)
-            if new is not value:
+            if new is not value or name is not key:
                 if out is None:
                     out = dict(attrs)
                 out[key] = new
-        return attrs if out is None else out
+                renamed = renamed or name is not key
+        if out is None:
+            return attrs
+        return self._renamed(out, keep) if renamed else out
+
+    def _renamed(self, attrs: dict[str, Any], keep: Iterable[str]) -> dict[str, Any]:
+        """``attrs`` (values redacted) with their keys redacted, in order. Two keys that redact
+        alike are told apart by a count (``[REDACTED:key]#2``), so neither value is lost."""
+        out: dict[str, Any] = {}
+        for key, value in attrs.items():
+            name = key if (keep and key in keep) or type(key) is not str else self.text(key)
+            unique, n = name, 1
+            while unique in out:
+                n += 1
+                unique = f"{name}#{n}"
+            out[unique] = value
+        return out
 
     def _untouched(self, attrs: dict[str, Any], keep: Iterable[str]) -> bool:
         """Whether ``attributes`` would leave ``attrs`` as they are, asked at once (C loops, not a
@@ -243,8 +290,10 @@ class Redactor:
         arrays of them only, and their strings, joined, clean (a piece of a clean text is clean)."""
         names = tuple(attrs)
         plain = self._plain_names.get(names)
-        if plain is None:
-            plain = not any(map(self.keys.is_secret, names))
+        if plain is None:  # no name secret-named, and none that redaction would change
+            plain = not any(map(self.keys.is_secret, names)) and all(
+                type(n) is str and self.text(n) is n for n in names
+            )
             if len(names) <= _REMEMBERED_NAMES:  # spans of one source share a few sets of names
                 if len(self._plain_names) >= _NAME_SETS:
                     self._plain_names.clear()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import difflib
 import json
 
@@ -8,8 +9,8 @@ import pytest
 from ledger.redact import REDACTED, Redactor, redact, redact_text
 from ledger.rows import prepare
 from ledger.settings import redaction_settings
-from ledger.spans import SpanEvent, SpanLink, SpanRecord
-from tests.redaction_corpus import SECRETS, ordinary_text
+from ledger.spans import Base64Bytes, SpanEvent, SpanLink, SpanRecord
+from tests.redaction_corpus import CONTEXTS, SECRETS, ordinary_text
 
 T0 = 1_790_000_000_000_000_000
 
@@ -39,7 +40,7 @@ def test_patterns_are_redacted_inside_free_text(secret):
 
 
 @pytest.mark.parametrize("secret", SECRETS, ids=lambda s: f"{s.kind}:{s.text[:24]}")
-@pytest.mark.parametrize("context", ["{}", "note: {} here", "({})", '{{"v": "{}"}}', "line one\n{}\nline three"])
+@pytest.mark.parametrize("context", CONTEXTS)
 def test_every_corpus_secret_is_redacted_in_any_context(secret, context):
     out = redact_text(context.format(secret.text))
     assert not [n for n in secret.needles if n in out]
@@ -101,6 +102,8 @@ def test_secret_key_names(key):
         "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.request.max_tokens", "max_tokens",
         "llm.token_count.prompt", "llm.token_count.total", "gen_ai.usage.cache_read.input_tokens",
         "tokenizer", "turnledger.authorization.denied", "password_length", "secret_count", "gen_ai.request.model",
+        "input_token_details", "output_token_details", "prompt_tokens_details", "completion_tokens_details",
+        "cached_tokens", "reasoning_tokens", "accepted_prediction_tokens",
     ],
 )  # fmt: skip
 def test_numbers_about_tokens_and_secrets_are_not_secret_keys(key):
@@ -206,3 +209,33 @@ def test_prepare_redacts_every_stored_string_and_keeps_the_charge():
     assert stored.count("[REDACTED:email]") == 7 and stored.count(REDACTED) == 2  # 7 places; 2 secret keys
     assert rows["charges"][0][4:] == plain["charges"][0][4:]  # the same model, tokens and dollars
     assert secret in json.dumps(prepare([span], redact_content=False).rows["spans"], default=str)
+
+
+def test_attribute_keys_are_redacted_at_every_depth_and_none_is_lost():
+    card, key = "4111 1111 1111 1111", "AKIAIOSFODNN7EXAMPLE"
+    attrs = {f"note {key}": 1, "dana@example.org": "a", "fox@example.org": "b", "n": {f"k {card}": [key]}, "ok": 2}
+    out = Redactor().attributes(attrs)
+    assert out == {
+        "note [REDACTED:key]": 1,
+        "[REDACTED:email]": "a",
+        "[REDACTED:email]#2": "b",  # two keys that redact alike: both values kept
+        "n": {"k [REDACTED:card]": ["[REDACTED:key]"]},
+        "ok": 2,
+    }
+    assert list(out) == ["note [REDACTED:key]", "[REDACTED:email]", "[REDACTED:email]#2", "n", "ok"]  # in order
+    plain = {"gen_ai.usage.input_tokens": 3, "service.name": "x"}
+    assert Redactor().attributes(plain) is plain
+
+
+def test_bytes_values_are_read_redacted_and_encoded_again():
+    policy = Redactor()
+    secret = "ghp_aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1eF3hJ5"
+    text = Base64Bytes(base64.b64encode(f"token {secret} here".encode()).decode())
+    binary = Base64Bytes(base64.b64encode(b"\x89PNG\x00\xff" + secret.encode() + b"\x00\xfe").decode())
+    out = policy.attributes({"text": text, "binary": binary, "list": [text]})
+    assert base64.b64decode(out["text"]) == b"token [REDACTED:token] here"
+    assert base64.b64decode(out["binary"]) == b"\x89PNG\x00\xff[REDACTED:token]\x00\xfe"  # the rest as it was
+    assert base64.b64decode(out["list"][0]) == b"token [REDACTED:token] here"
+    clean = Base64Bytes(base64.b64encode(b"\x00\x01 an ordinary payload").decode())
+    assert policy.value(clean) is clean
+    assert policy.value(Base64Bytes("not base64 AKIAIOSFODNN7EXAMPLE")) == "not base64 [REDACTED:key]"

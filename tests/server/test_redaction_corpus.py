@@ -34,7 +34,7 @@ from collector.receiver import CollectorServer
 from ledger import conventions as c
 from ledger.errors import TurnledgerError
 from ledger.rows import prepare
-from ledger.spans import SpanEvent, SpanLink, SpanRecord
+from ledger.spans import Base64Bytes, SpanEvent, SpanLink, SpanRecord
 from ledger.tables import table
 from tests.redaction_corpus import SECRETS
 from tests.server.conftest import T0, post_otlp
@@ -43,6 +43,7 @@ MODEL = "claude-sonnet-4-6"
 LOCATIONS = (
     "name", "status", "attribute", "secret_key", "array", "nested", "event_name", "exception", "user_message",
     "link", "resource", "input_messages", "request_body", "flattened", "response", "tool", "escaped",
+    "key", "nested_key", "event_key", "link_key", "bytes", "event_bytes",
 )  # fmt: skip
 SECRET_KEYS = (
     "http.request.header.authorization", "api_key", "password", "db_password", "openai_api_key",
@@ -109,14 +110,35 @@ def _span(trace: str, n: int, where: str, secret: str, resource: dict[str, Any] 
         case "escaped":
             attrs["raw.json"] = json.dumps({"value": _escaped(secret)})
             attrs["raw.text"] = _escaped(f"contact: {secret}")
+        case "key":  # an attribute name is stored as any string is
+            attrs[secret] = "x"
+            attrs[f"user.{secret}"] = 1
+        case "nested_key":
+            attrs["request.headers"] = {secret: "1", "inner": {f"x {secret}": ["a"]}}
+        case "event_key":
+            s.events = (SpanEvent("note", start + 2, {secret: "x", f"detail {secret}": True}),)
+        case "link_key":
+            s.links = (SpanLink("ab" * 16, "cd" * 8, {f"by {secret}": "x"}),)
+        case "bytes":  # bytesValue: base64 on the wire, which no pattern reads
+            attrs["payload"] = _bytes(f"Here it is: {secret}")
+            attrs["blobs"] = [_bytes(secret), _bytes(b"\x00\xff" + secret.encode())]  # not UTF-8
+        case "event_bytes":
+            s.events = (SpanEvent("upload", start + 2, {"body": _bytes(f"{{'v': '{secret}'}}")}),)
     return s
+
+
+def _bytes(data: str | bytes) -> Base64Bytes:
+    return Base64Bytes(base64.b64encode(data.encode() if isinstance(data, str) else data).decode())
 
 
 def corpus_request(trace: str) -> dict[str, Any]:
     """OTLP/JSON: per secret, a resource carrying it and one span per location."""
     spans = []
     for i, secret in enumerate(SECRETS):
-        resource = {"service.name": "corpus", "env.OPENAI_API_KEY": secret.text, "deployment.note": secret.text}
+        resource = {
+            "service.name": "corpus", "env.OPENAI_API_KEY": secret.text, "deployment.note": secret.text,
+            f"deployment.{secret.text}": "x",
+        }  # fmt: skip
         spans += [
             _span(trace, i * len(LOCATIONS) + j, where, secret.text, resource) for j, where in enumerate(LOCATIONS)
         ]
@@ -137,9 +159,22 @@ def as_protobuf(doc: dict[str, Any]) -> bytes:
     return json_format.ParseDict(ids(doc), ExportTraceServiceRequest()).SerializeToString()
 
 
+def base64_forms(needle: str) -> set[str]:
+    """What ``needle`` is, inside any base64 text, at each of the three byte alignments: the
+    characters that encode its bytes alone (those shared with the bytes around it left out)."""
+    data = needle.encode()
+    forms = set()
+    for pad, skip in ((0, 0), (1, 2), (2, 3)):
+        encoded = base64.b64encode(b"\0" * pad + data).decode()
+        if (pad + len(data)) % 3:
+            encoded = encoded[:-4]  # the last group: its bits are shared with what follows
+        forms.add(encoded[skip:])
+    return forms
+
+
 def needles() -> set[str]:
     found = {n for s in SECRETS for n in s.needles}
-    return found | {_escaped(n) for n in found}
+    return found | {_escaped(n) for n in found} | {f for n in found if len(n) >= 12 for f in base64_forms(n)}
 
 
 def text_columns(server: CollectorServer) -> Iterator[tuple[str, str, str]]:
