@@ -36,6 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import footer, header
 from collector.demo.samples import Trace
 from collector.receiver import CollectorServer, ServerConfig
 from ledger.settings import ALLOW_PRIVATE_WEBHOOKS
@@ -250,6 +251,7 @@ def direct_costs() -> tuple[float, float, float]:
 
 
 def main(sections: list[str]) -> None:
+    header(f"alert latency and throughput: {', '.join(sections)}")
     external, proc = _external_receiver()
     timing_url, got, timing_server = _timing_receiver()
     try:
@@ -305,3 +307,4 @@ if __name__ == "__main__":
         REPEATS = int(args[i + 1])
         del args[i : i + 2]
     main(args or ["throughput", "latency", "direct"])
+    footer()

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import statistics
@@ -45,10 +44,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 if "--ledger-root" in sys.argv:  # the --baseline subprocess: that checkout's packages, before anything imports them
     sys.path.insert(0, sys.argv[sys.argv.index("--ledger-root") + 1])
 
 from agent_workload import workload  # noqa: E402  (a sibling module, not a package)
+
+from benchmarks._common import footer, header  # noqa: E402
 
 # What a producer sends as content; "without content" drops every one of them.
 _CONTENT_KEYS = ("turnledger.request.body", "gen_ai.output.messages", "gen_ai.tool.call.arguments",
@@ -312,7 +314,7 @@ def main() -> None:
     if a.time_ledgers:
         print(json.dumps(time_rebuild(a.time_ledgers, a.calls, a.per_round, a.seed)))
         return
-    print(f"# content store  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
+    header("content store")
     trees: dict[str, Path | None] = {"this checkout": None}
     if a.baseline is not None:
         trees["baseline " + str(a.baseline)] = a.baseline.resolve()
@@ -320,6 +322,7 @@ def main() -> None:
         _print_sizes({label: _in_tree(tree, "--sizes-only", "--spans", str(a.spans)) for label, tree in trees.items()})
     if not a.skip_rebuild:
         _print_rebuild(measure_rebuild(trees, a.calls, a.rounds, a.per_round), a.calls, a.rounds, a.per_round)
+    footer()
 
 
 if __name__ == "__main__":

@@ -15,12 +15,16 @@ import argparse
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import duckdb
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import footer, header
 from collector.demo.samples import SYSTEM, TOOLS, Trace
 from ledger.content import load_context
 from ledger.ingest import ingest
@@ -73,6 +77,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--turns", type=int, default=40)
     a = ap.parse_args()
+    header(f"context store: {a.runs} runs of {a.turns} turns")
     tmp = Path(tempfile.mkdtemp())
     runs = [run_spans(f"run{r}", a.turns) for r in range(a.runs)]
     # Interleave runs' spans, as concurrent runs arrive at a collector.
@@ -136,3 +141,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    footer()

@@ -49,6 +49,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._common import footer, header  # noqa: E402
 from collector.demo.samples import SYSTEM, TOOLS, Trace  # noqa: E402
 from ledger import conventions as c  # noqa: E402
 from ledger import queries as q  # noqa: E402
@@ -58,7 +59,7 @@ from ledger.quality import review  # noqa: E402
 from ledger.schema import schema_version  # noqa: E402
 from ledger.store import open_ledger  # noqa: E402
 
-GENERATOR_VERSION = 2  # 2: evaluations and the review queue
+GENERATOR_VERSION = 4  # 2: evaluations and the review queue; 4: built in chunks (a chunk's own random stream)
 CACHE_DIR = Path(os.environ.get("TURNLEDGER_BENCH_DIR", "/tmp/turnledger-bench"))
 T0_NS = 1_790_000_000_000_000_000  # 2026-09-21
 DAY_NS = 86_400 * 10**9
@@ -145,7 +146,8 @@ class _Tools:
     attributes: list[str]
 
 
-def _plan_runs(rng: np.random.Generator, runs: int) -> _Runs:
+def _plan_runs(rng: np.random.Generator, runs: int, window: tuple[int, int]) -> _Runs:
+    """``runs`` runs starting in ``window`` (ns since T0_NS, from, to), in start order."""
     turns = np.clip(np.round(rng.lognormal(np.log(8), 0.75, runs)), 1, STEP_CAP).astype(np.int64)
     model_idx = rng.choice(len(MODELS), runs, p=[m[4] for m in MODELS])
     tenant_idx = rng.integers(0, len(TENANTS), runs)
@@ -156,7 +158,7 @@ def _plan_runs(rng: np.random.Generator, runs: int) -> _Runs:
     stop = np.where(turns >= STEP_CAP, "max_steps", np.where(looping, "loop_detected", "completed")).astype(object)
     stop[(stop == "completed") & (roll < 0.01)] = "budget_exceeded"
     stop[(stop == "completed") & (roll > 0.98)] = "error"
-    start = T0_NS + np.sort(rng.integers(0, 30 * DAY_NS, runs))
+    start = T0_NS + np.sort(rng.integers(window[0], window[1], runs))
     trace_ids = _hex_ids(rng, runs, 16)
     root_ids = _hex_ids(rng, runs, 8)
     return _Runs(
@@ -318,22 +320,63 @@ def _judgments(rng: np.random.Generator, r: _Runs) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _write(
-    path: Path, spans: pa.Table, charges: pa.Table, guard: pa.Table, trace_ids: list[str], judgments: pa.Table
-) -> None:
+CHUNK_RUNS = 20_000  # runs generated and inserted at a time: the build's memory follows this, not --runs
+BUILD_MEMORY = "1GB"  # DuckDB's own share while building (it spills beyond it): the rest is one chunk's arrays
+
+
+def _chunk(rng: np.random.Generator, runs: int, window: tuple[int, int]) -> tuple[list[str], dict[str, pa.Table]]:
+    """One chunk's trace ids and rows, table by table. The draws happen in this order (runs, then
+    attempts, then tools, then judgments): a seed and a chunk number give one chunk."""
+    r = _plan_runs(rng, runs, window)
+    charges, attempts = _charges(rng, r)
+    tools = _tool_calls(rng, r)
+    return r.trace_ids, {
+        "spans": _spans(r, attempts, tools),
+        "charges": charges,
+        "guard_events": _guard_events(r, attempts, tools),
+        "evaluations": _judgments(rng, r),
+    }
+
+
+_CASTS = {
+    "spans": {"attributes": "JSON", "resource": "JSON", "events": "JSON"},
+    "charges": {k: "DECIMAL(38, 12)" for k in ("usd_input", "usd_output", "usd_cache_write", "usd_cache_read")},
+    "guard_events": {"attributes": "JSON"},
+    "evaluations": {"tags": "JSON"},
+}
+
+
+def generate(path: Path, runs: int, seed: int = 7) -> None:
+    """Write a synthetic ledger of ``runs`` runs to ``path``, ``CHUNK_RUNS`` at a time.
+
+    Chunk k holds the runs starting in the k-th slice of the 30 days, so rows arrive in start order as
+    they would from live traffic, and each chunk's ``runs`` rows are then derived reading only the row
+    groups from its first start on (``refresh_runs(since_ns=...)``)."""
     tmp = path.with_suffix(".partial")
     for p in (tmp, Path(f"{tmp}.wal")):
         p.unlink(missing_ok=True)
     con = open_ledger(tmp)
-    usd = "DECIMAL(38, 12)"
-    _insert(con, "spans", spans, {"attributes": "JSON", "resource": "JSON", "events": "JSON"})
-    _insert(con, "charges", charges, {k: usd for k in ("usd_input", "usd_output", "usd_cache_write", "usd_cache_read")})
-    _insert(con, "guard_events", guard, {"attributes": "JSON"})
-    _insert(con, "evaluations", judgments, {"tags": "JSON"})
+    con.execute(f"SET memory_limit = '{BUILD_MEMORY}'")
+    t_start = time.perf_counter()
+    chunks = [min(CHUNK_RUNS, runs - lo) for lo in range(0, runs, CHUNK_RUNS)]
+    derived: list[tuple[list[str], int]] = []  # per chunk: its trace ids, its earliest start
+    n_spans = n_charges = 0
+    for k, n in enumerate(chunks):
+        lo = sum(chunks[:k]) * 30 * DAY_NS // runs
+        hi = sum(chunks[: k + 1]) * 30 * DAY_NS // runs
+        trace_ids, rows = _chunk(np.random.default_rng([seed, k]), n, (lo, max(hi, lo + 1)))
+        for name, data in rows.items():
+            _insert(con, name, data, _CASTS[name])
+        review.enqueue(con, rows["spans"], rows["evaluations"])  # the queue, as ingest fills it
+        derived.append((trace_ids, T0_NS + lo))
+        n_spans += rows["spans"].num_rows
+        n_charges += rows["charges"].num_rows
+        _progress(f"generated {sum(chunks[: k + 1]):,} of {runs:,} runs", t_start)
     for sql in HEALTH_BACKFILL:  # the columns ingest fills (ledger.rows), for rows inserted around it
         con.execute(sql)
-    refresh_runs(con, trace_ids)
-    review.enqueue(con, spans, judgments)  # the queue, as ingest fills it
+    for k, (trace_ids, since) in enumerate(derived):
+        refresh_runs(con, trace_ids, since_ns=since)
+        _progress(f"derived the runs of chunk {k + 1} of {len(derived)}", t_start)
     # Runs with captured contexts go through the real ingest path (content store included).
     ingest(
         con,
@@ -342,25 +385,12 @@ def _write(
     con.execute("CHECKPOINT")
     con.close()
     tmp.rename(path)
+    print(f"\ngenerated {runs:,} runs, {n_spans:,} spans, {n_charges:,} charges in {time.perf_counter() - t_start:.1f} s "
+          f"-> {path} ({path.stat().st_size / 1e6:.0f} MB)")  # fmt: skip
 
 
-def generate(path: Path, runs: int, seed: int = 7) -> None:
-    """Write a synthetic ledger of ``runs`` runs to ``path``."""
-    rng = np.random.default_rng(seed)
-    t_start = time.perf_counter()
-    # The draws happen in this order (runs, then attempts, then tools): a seed gives one ledger.
-    r = _plan_runs(rng, runs)
-    charges, attempts = _charges(rng, r)
-    tools = _tool_calls(rng, r)
-    guard = _guard_events(r, attempts, tools)
-    spans = _spans(r, attempts, tools)
-    judgments = _judgments(np.random.default_rng(seed + 1), r)  # a stream of its own: the rest stays as it was
-    t_built = time.perf_counter()
-    _write(path, spans, charges, guard, r.trace_ids, judgments)
-    t_done = time.perf_counter()
-    n_spans = runs + attempts.n + tools.n
-    print(f"generated {runs:,} runs, {n_spans:,} spans, {attempts.n:,} charges in {t_built - t_start:.1f} s, "
-          f"written in {t_done - t_built:.1f} s -> {path} ({path.stat().st_size / 1e6:.0f} MB)")  # fmt: skip
+def _progress(what: str, since: float) -> None:
+    print(f"\r  {what} ({time.perf_counter() - since:.0f} s)", end="", file=sys.stderr, flush=True)
 
 
 def context_run(key: str, turns: int, start: int) -> list[Any]:
@@ -596,6 +626,7 @@ def main() -> None:
     ap.add_argument("--page", action="append", metavar="TITLE", help="only this page (repeatable), e.g. Compare")
     ap.add_argument("--lake", action="store_true", help="also replay on a DuckLake copy, beside the file")
     a = ap.parse_args()
+    header(f"dashboard page load, {a.runs:,} runs" + (" (file and lake)" if a.lake else ""))
     if a.page:
         unknown = set(a.page) - {title for title, _, _ in PAGES}
         if unknown:
@@ -660,3 +691,4 @@ def file_table(db: Path, recorded: dict[str, list[tuple[str, Any, dict[str, Any]
 
 if __name__ == "__main__":
     main()
+    footer()

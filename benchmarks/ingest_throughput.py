@@ -60,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 import ledger.ingest as li  # noqa: E402
 import ledger.runs as lruns  # noqa: E402
 import ledger.write as lw  # noqa: E402
+from benchmarks._common import footer, header  # noqa: E402
 from benchmarks.agent_workload import encode_protobuf, workload  # noqa: E402
 from benchmarks.exporters import export_grpc, export_http, serves_grpc  # noqa: E402
 from collector.cli.serve import DEFAULT_DECODE_WORKERS  # noqa: E402
@@ -331,7 +332,7 @@ def main() -> None:
     if a.baseline is not None:
         compare_with(a.baseline.resolve(), a.spans, a.content_spans, a.repeats)
         return
-    print(f"# ingest throughput  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
+    header("ingest throughput")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for content, n_wanted in ((False, a.spans), (True, a.content_spans)):
@@ -399,7 +400,7 @@ def main() -> None:
 
 def compare_with(baseline: Path, spans: int, content_spans: int, rounds: int) -> None:
     """End to end (8 exporters, default decoders) here and in ``baseline``, alternating: medians and ratio."""
-    print(f"# end to end: {ROOT} vs baseline {baseline}  (load average {os.getloadavg()[0]:.2f})")
+    header(f"ingest throughput end to end: {ROOT} vs baseline {baseline}")
     with tempfile.TemporaryDirectory() as tmp:
         for content, n_wanted in ((False, spans), (True, content_spans)):
             if n_wanted <= 0:  # --spans 0 or --content-spans 0: that workload is skipped
@@ -429,3 +430,4 @@ def compare_with(baseline: Path, spans: int, content_spans: int, rounds: int) ->
 
 if __name__ == "__main__":
     main()
+    footer()

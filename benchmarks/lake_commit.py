@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import footer, header
 from collector.otlp import read_file
 from ledger.ingest import ingest
 from ledger.store import open_ledger
@@ -55,6 +56,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=7, help="alternating rounds (default 7)")
     a = p.parse_args()
+    header("lake commit vs file commit")
     expected = len(_batch(0, "f"))
     bin_dir = find_bin_dir()
     if bin_dir is None:
@@ -84,3 +86,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    footer()

@@ -35,6 +35,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import footer, header
 from tests.lake.postgres import PostgresServer, find_bin_dir, start_server
 from tests.lake.s3 import S3Server, start_s3
 from tests.lake.team import Body, Collector, simulate_bodies, start_collector
@@ -121,6 +122,7 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=4, help="client threads posting to each collector (default 4)")
     p.add_argument("--no-s3", action="store_true", help="leave out the lakes on S3 (moto)")
     a = p.parse_args()
+    header("lake ingest: file vs lake collectors")
     bin_dir = find_bin_dir()
     if bin_dir is None:
         raise SystemExit("PostgreSQL server binaries are not installed (apt-get install postgresql)")
@@ -178,3 +180,4 @@ def _table(figures: dict[str, Figures], spans: int, bodies: int, rounds: int) ->
 
 if __name__ == "__main__":
     main()
+    footer()

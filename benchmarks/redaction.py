@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 import phonenumbers  # noqa: E402
 from stdnum import luhn  # noqa: E402
 
+from benchmarks._common import footer, header  # noqa: E402
 from benchmarks.agent_workload import workload  # noqa: E402
 from ledger.redact import Redactor, redact_text  # noqa: E402
 from ledger.redact.detectors import DETECTORS, TextView  # noqa: E402
@@ -318,7 +318,7 @@ def main() -> None:
     ap.add_argument("--detect-secrets", action="store_true", help="also run detect-secrets' own line scanner")
     ap.add_argument("--baseline", type=Path, default=None, metavar="TREE", help="compare with this checkout instead")
     a = ap.parse_args()
-    print(f"# redaction cost  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
+    header("redaction cost and quality")
     if a.baseline is not None:
         against(a.baseline.resolve(), a.rounds, a.spans)
         return
@@ -332,3 +332,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    footer()

@@ -17,7 +17,6 @@ Usage: ``python benchmarks/runs_rebuild.py [--chunks N] [--chunk-spans N]``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ledger.ingest as li
 import ledger.runs as lruns
+from benchmarks._common import footer, header
 from benchmarks.agent_workload import workload
 from ledger.rows import default_prices
 from ledger.store import open_ledger
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=5, help="chunks the ledger grows by (default 5)")
     ap.add_argument("--chunk-spans", type=int, default=100_000, help="spans per chunk (default 100000)")
     a = ap.parse_args()
-    print(f"# runs rebuild vs ledger size  (load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores)")
+    header("runs rebuild vs ledger size")
     print(f"{'spans in ledger':>16} {'runs rebuilt':>13} {'all spans read':>15} {'time-bounded':>13} {'ratio':>6}")
     prices = default_prices()
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,3 +74,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    footer()

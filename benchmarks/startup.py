@@ -40,6 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import footer, header  # noqa: E402
+
 BASELINE = "af45bdd"  # the last commit before the renovation (issue #11)
 CONSOLE_SCRIPT = Path(sys.executable).with_name("turnledger")
 SAMPLE_BODY = ROOT / "sample_traces" / "five_turn_run.json"
@@ -312,6 +316,7 @@ def main() -> None:
     p.add_argument("--worker-repeats", type=int, default=3, help="decoder workers started per tree (default 3)")
     p.add_argument("--skip-up", action="store_true", help="do not measure `turnledger up` (its RSS)")
     a = p.parse_args()
+    header(f"startup: baseline {a.baseline} vs this tree")
     with baseline_checkout(a.baseline) as base_path, tempfile.TemporaryDirectory() as scratch:
         trees = [
             Tree("baseline", base_path, Path(scratch) / "baseline"),
@@ -334,3 +339,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    footer()

@@ -26,14 +26,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from benchmarks._common import footer, header
 from collector.demo.scenarios import SCENARIOS, build
 from collector.harness import Observer, Runtime, run_agent
 from collector.harness.telemetry import LedgerSpanExporter, OTelObserver, build_resource, tracer_provider
@@ -83,6 +87,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=6, help="passes over the scenarios per round")
     parser.add_argument("--no-ledger", action="store_true", help="skip the in-process ledger setting")
     args = parser.parse_args()
+    header("telemetry overhead per model call")
     names = ["none", "off", "redacted", "full"] + ([] if args.no_ledger else ["ledger"])
     per_call: dict[str, list[float]] = {n: [] for n in names}
     wall: dict[str, list[float]] = {n: [] for n in names}
@@ -113,3 +118,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    footer()

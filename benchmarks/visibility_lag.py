@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import footer, header
 from benchmarks.agent_workload import encode_protobuf, workload
 from collector.client import ServerClient
 from collector.receiver import CollectorServer, ServerConfig
@@ -45,6 +46,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20, help="requests sent one after another (default 20)")
     ap.add_argument("--runs-per-request", type=int, default=20, help="agent runs in each request (default 20)")
     a = ap.parse_args()
+    header("visibility lag: acknowledged -> queryable")
     spans, _ = workload(a.requests * a.runs_per_request * 20, content=False)
     by_trace: dict[str, list] = {}
     for s in spans:
@@ -89,3 +91,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    footer()

@@ -28,17 +28,22 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "alert_latency.py": (["latency", "--repeats", "1"], ["warn", "exceeded", "commits per burst"]),
     "telemetry_overhead.py": (["--rounds", "1", "--repeat", "1"], ["worst tracing overhead"]),
     "startup.py": (["--repeats", "1", "--worker-repeats", "1", "--skip-up"], ["heaviest packages"]),
+    "content_store.py": (
+        ["--spans", "300", "--calls", "10", "30", "--rounds", "1", "--per-round", "5"],
+        ["bytes/span on disk", "rebuild one turn"],
+    ),
 }
 # Scripts only imported here, each with why: a library of the others, or a run that needs a
 # PostgreSQL catalog / S3 endpoint or more than seconds even at its smallest size.
 IMPORT_ONLY = {
     "agent_workload.py": "a library: the workload other benchmarks send",
     "exporters.py": "a library: exporter processes other benchmarks start",
-    "content_store.py": "its smallest workload takes minutes (40k spans by default)",
     "ingest_throughput.py": "its exporter processes take half a minute even at 300 spans",
     "lake_commit.py": "needs a PostgreSQL catalog",
     "lake_ingest.py": "needs a PostgreSQL catalog and S3 endpoint",
 }
+# What benchmarks._common.header prints first and footer last: the commit and the load beside the figures.
+EVERY_RUN_PRINTS = ["(commit ", "load average", "(after the run: load average"]
 SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
 
 
@@ -66,5 +71,5 @@ def test_script_measures_at_a_tiny_size(script: str, tmp_path: Path) -> None:
     env["TURNLEDGER_BENCH_DIR"] = str(tmp_path)
     done = _python([str(BENCHMARKS / script), *args], env)
     assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-2000:]
-    for text in expected:
+    for text in [*expected, *EVERY_RUN_PRINTS]:
         assert text in done.stdout, f"{script} did not print {text!r}:\n{done.stdout[-1500:]}"
