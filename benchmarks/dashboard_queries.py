@@ -368,6 +368,7 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
         for name, data in rows.items():
             _insert(con, name, data, _CASTS[name])
         review.enqueue(con, rows["spans"], rows["evaluations"])  # the queue, as ingest fills it
+        con.execute("CHECKPOINT")  # the keys' indexes written out, so they need not all stay in memory
         derived.append((trace_ids, T0_NS + lo))
         n_spans += rows["spans"].num_rows
         n_charges += rows["charges"].num_rows

@@ -73,6 +73,35 @@ def _written(row: Mapping[str, Any]) -> int:
     return int(row.get("cache_write_tokens") or 0) + int(row.get("cache_write_1h_tokens") or 0)
 
 
+# How long a cached prefix lives after its last use (each read refreshes it): Anthropic's default
+# 5 minutes, or an hour when the call that used it wrote 1-hour entries.
+CACHE_TTL_S, CACHE_TTL_1H_S = 300, 3600
+
+
+def _why_lost(prev: Mapping[str, Any], row: Mapping[str, Any]) -> str:
+    """Why a cached prefix was not read back, from the time between the two calls: past the TTL it
+    expired, within it the prefix changed. Without both start times, either could be."""
+    try:
+        gap = (row["start_time"] - prev["start_time"]).total_seconds()
+    except (KeyError, TypeError, AttributeError):
+        return "prefix changed or cache expired"
+    ttl = CACHE_TTL_1H_S if int(prev.get("cache_write_1h_tokens") or 0) else CACHE_TTL_S
+    since = f"{_minutes(gap)} after turn {int(prev['turn'])} used it"
+    if gap > ttl:
+        return f"cache expired: {since}, past its {_minutes(ttl)} TTL"
+    return f"prefix changed: {since}, within its {_minutes(ttl)} TTL"
+
+
+def _minutes(seconds: float) -> str:
+    """'45 s', '6 min 12 s', '5 min', '1 h 20 min', '1 h': a gap as a reader compares it with a TTL."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
+    return f"{whole // 3600} h {whole % 3600 // 60} min" if whole % 3600 >= 60 else f"{whole // 3600} h"
+
+
 def _key(row: Mapping[str, Any]) -> tuple[Any, Any]:
     return row.get("call_site"), row.get("model")
 
@@ -99,7 +128,7 @@ def check_cache(turns: Iterable[Mapping[str, Any]]) -> list[CacheCheck]:
             assert prev is not None
             note = (
                 f"turn {int(prev['turn'])} cached {expected:,} tokens but only {read:,} were read back: "
-                f"{expected - read:,} re-billed (prefix changed or cache expired)"
+                f"{expected - read:,} re-billed ({_why_lost(prev, row)})"
             )
             out.append(CacheCheck(turn, BROKEN, expected, read, note))
         elif read:

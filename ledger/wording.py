@@ -22,9 +22,9 @@ def count(n: Any) -> str:
     return "—" if whole is None else f"{whole:,}"
 
 
-def plural(n: Any, word: str) -> str:
-    """'1 run', '2 runs', '— runs'."""
-    return f"{count(n)} {word}" + ("" if _whole(n) == 1 else "s")
+def plural(n: Any, word: str, many: str | None = None) -> str:
+    """'1 run', '2 runs', '— runs'; ``many`` for a word whose plural is not word + s ('1 retry', '2 retries')."""
+    return f"{count(n)} " + (word if _whole(n) == 1 else many or word + "s")
 
 
 def duration(ms: Any) -> str:

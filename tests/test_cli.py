@@ -144,3 +144,51 @@ def test_every_command_has_help(command, capsys):
         main([command, "--help"])
     assert exit_info.value.code == 0
     assert "usage: turnledger" in capsys.readouterr().out
+
+
+def test_runs_lists_filters_and_sorts_the_sample_runs(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    _ingest_samples(db, capsys)
+    assert main(["runs", "--json", "--sort", "cost", "--db", str(db)]) == 0
+    by_cost = json.loads(capsys.readouterr().out)
+    costs = [float(r["usd_total"]) for r in by_cost]
+    assert costs == sorted(costs, reverse=True) and costs[0] == 9.93 and by_cost[0]["stop_cause"] == "max_steps"
+    assert main(["runs", "--json", "--sort", "turns", "--limit", "2", "--db", str(db)]) == 0
+    longest = json.loads(capsys.readouterr().out)
+    assert len(longest) == 2 and longest[0]["turns"] == 40 and longest[0]["turns"] >= longest[1]["turns"]
+    looped = build("retry_and_loop")[0].trace_id
+    assert main(["runs", "--json", "--stop-cause", "loop_detected", "--db", str(db)]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["trace_id"], row["loop_trips"], row["retry_attempts"]) == (looped, 2, 1)
+    assert main(["runs", "--tenant", "globex", "--sort", "recent", "--db", str(db)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:2] == ["trace", "id"] and len(table) == 1 + 3  # globex has three runs
+    starts = [line.split()[1] + " " + line.split()[2] for line in table[1:]]
+    assert starts == sorted(starts, reverse=True)
+
+
+def test_a_filter_value_no_run_has_is_named_with_the_near_ones(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    _ingest_samples(db, capsys)
+    for command in ("runs", "report"):
+        assert main([command, "--tenant", "globx", "--db", str(db)]) == 2
+        assert "tenant 'globx' is in no run: did you mean 'globex'?" in capsys.readouterr().err
+    assert main(["runs", "--agent-version", "9.9", "--db", str(db)]) == 2
+    assert "agent version '9.9' is in no run: the ledger has '1.4.0'" in capsys.readouterr().err
+    assert main(["runs", "--sort", "costs", "--db", str(db)]) == 2
+    assert "--sort 'costs': choose one of recent, cost, turns" in capsys.readouterr().err
+
+
+def test_context_opens_with_the_stop_cause_and_the_guard_events(tmp_path, capsys):
+    db = tmp_path / "l.duckdb"
+    _ingest_samples(db, capsys, "retry_and_loop", "cache_pair")
+    assert main(["context", build("retry_and_loop")[0].trace_id, "--db", str(db)]) == 0
+    head = capsys.readouterr().out.splitlines()
+    assert "stopped: loop_detected" in head[0] and "2 loop trips, 1 retry," in head[0]
+    assert head[1] == "guard events (3, reported by the agent):"
+    assert [line.split("  ")[2] for line in head[2:5]] == [
+        "turnledger.retry", "turnledger.loop_detector.trip", "turnledger.loop_detector.trip",
+    ]  # fmt: skip
+    assert "(shape repeat, action halt, tool search_docs)" in head[4] and head[5].startswith("turn 1:")
+    assert main(["context", build("cache_pair")[-1].trace_id, "--db", str(db)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "guard events: none reported"

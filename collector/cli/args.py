@@ -95,7 +95,11 @@ def add_filters(p: argparse.ArgumentParser) -> None:
         g.add_argument(f"--{option}", help=f"only runs with this {option.replace('-', ' ')}")
 
 
-def filters_of(a: argparse.Namespace) -> Filters:
-    from ledger.queries import Filters
+def filters_of(a: argparse.Namespace, source: Source | None = None) -> Filters:
+    """The filters the options set; with ``source``, a value no run has is an error naming the near ones."""
+    from ledger import queries as q
 
-    return Filters(since=a.since, until=a.until, **{field: getattr(a, field) for field in FILTER_OPTIONS.values()})
+    f = q.Filters(since=a.since, until=a.until, **{field: getattr(a, field) for field in FILTER_OPTIONS.values()})
+    if source is not None and any(getattr(f, field) is not None for field in FILTER_OPTIONS.values()):
+        q.check_filters(f, source.records(q.filter_options))
+    return f

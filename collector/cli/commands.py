@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from . import budget, cases, compare, dashboard, feedback, ingest, lake, prune, report, review, serve, simulate
+from . import budget, cases, compare, dashboard, feedback, ingest, lake, prune, report, review, runs, serve, simulate
 
 __all__ = ["COMMANDS", "help_of"]
 
@@ -24,6 +24,7 @@ COMMANDS: dict[str, Command] = {
     "dashboard": (dashboard.add_dashboard, dashboard.cmd_dashboard),
     "ingest": (ingest.add_ingest, ingest.cmd_ingest),
     "report": (report.add_report, report.cmd_report),
+    "runs": (runs.add_runs, runs.cmd_runs),
     "context": (report.add_context, report.cmd_context),
     "diff": (report.add_diff, report.cmd_diff),
     "compare": (compare.add_compare, compare.cmd_compare),

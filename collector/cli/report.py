@@ -37,7 +37,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     from ledger.report import build_report, format_report
 
     with reading(a) as source:
-        report = build_report(source, filters_of(a), top=a.top)
+        report = build_report(source, filters_of(a, source), top=a.top)
     print(json.dumps(report, indent=2) if a.json else format_report(report))
     return 0
 
@@ -91,6 +91,7 @@ def cmd_context(a: argparse.Namespace) -> int:
     with reading(a) as source:
         trace_id, turns = _run_turns(source, a.trace_id)
         if a.turn is None:
+            print(_run_overview(source, trace_id))
             for row, check in zip(turns.itertuples(), _cache_checks(source, trace_id, turns), strict=True):
                 print(
                     f"turn {row.turn}: {row.model} ({row.call_site}), {row.attempts} attempt(s), ${row.usd:.4f}"
@@ -103,6 +104,38 @@ def cmd_context(a: argparse.Namespace) -> int:
 
 
 _SHOW = ("request", "response", "both")
+
+
+def _run_overview(source: Source, trace_id: str) -> str:
+    """How the run ended and what its guards saw, above its turns: the stop cause, then each guard event
+    (loop trips with their shape, step-cap halts, retries, budget warnings) in time order."""
+    from ledger import queries as q
+    from ledger.wording import plural
+
+    (run,) = source.records(q.run_summary, trace_id=trace_id)
+    events = source.records(q.run_guard_events, trace_id=trace_id)
+    lines = [
+        f"run {trace_id}: {run['agent_name'] or 'agent ?'} / {run['tenant'] or '-'}, "
+        f"stopped: {run['stop_cause'] or 'in progress'}, "
+        + ", ".join(
+            plural(run[field], *words)
+            for field, *words in (
+                ("turns", "turn"),
+                ("tool_calls", "tool call"),
+                ("loop_trips", "loop trip"),
+                ("retry_attempts", "retry", "retries"),
+            )
+        )
+        + f", ${run['usd_total']:.4f}"
+    ]
+    if not events:
+        lines.append("guard events: none reported")
+    else:
+        lines.append(f"guard events ({len(events)}, reported by the agent):")
+        for e in events:
+            details = ", ".join(f"{k} {e[k]}" for k in ("shape", "action", "tool", "cause") if e[k])
+            lines.append(f"  +{e['offset_ms'] / 1000:,.1f} s  {e['name']}" + (f"  ({details})" if details else ""))
+    return "\n".join(lines)
 
 
 def _turn_document(source: Source, trace_id: str, turns: pd.DataFrame, turn: int, show: str) -> Any:

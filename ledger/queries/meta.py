@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ledger.errors import NotFound
+
 from .core import NO_FILTERS, Filters, Query, choose, filtered, query
 
-__all__ = ["FILTER_DIMENSIONS", "filter_options", "filter_values", "price_sources", "time_bounds"]
+__all__ = [
+    "FILTER_DIMENSIONS",
+    "UnknownFilterValue",
+    "check_filters",
+    "filter_options",
+    "filter_values",
+    "price_sources",
+    "time_bounds",
+]
 
 # Each filter dimension -> the table and column its values are read from.
 FILTER_DIMENSIONS = {
@@ -63,3 +77,36 @@ def price_sources(f: Filters = NO_FILTERS) -> Query:
 FROM fc GROUP BY provider, model, price_source, price_version ORDER BY usd DESC, model, price_version""",
         p,
     )
+
+
+class UnknownFilterValue(NotFound):
+    """A filter names a tenant, agent, model or version that no run in the ledger has."""
+
+
+def check_filters(f: Filters, options: Iterable[Mapping[str, Any]]) -> None:
+    """Raise ``UnknownFilterValue`` when a set filter's value is in no run (``options``: ``filter_options``'
+    rows), naming the nearest known values: a typo says so instead of showing an empty result. When every
+    value exists, an empty result means the combination matches nothing, which is a finding."""
+    known: dict[str, list[str]] = {}
+    for row in options:
+        known.setdefault(str(row["dimension"]), []).append(str(row["value"]))
+    problems = []
+    for dimension in FILTER_DIMENSIONS:
+        value = getattr(f, dimension, None)  # stop_cause is a dimension, not a Filters field
+        values = known.get(dimension, [])
+        if value is None or value in values:
+            continue
+        near = difflib.get_close_matches(value, values, n=3, cutoff=0.6)
+        if near:
+            hint = "did you mean " + " or ".join(map(repr, near)) + "?"
+        elif values:
+            hint = (
+                "the ledger has "
+                + ", ".join(map(repr, values[:8]))
+                + (f" and {len(values) - 8} more" if len(values) > 8 else "")
+            )
+        else:
+            hint = f"no run in the ledger records a {dimension.replace('_', ' ')}"
+        problems.append(f"{dimension.replace('_', ' ')} {value!r} is in no run: {hint}")
+    if problems:
+        raise UnknownFilterValue("; ".join(problems))

@@ -11,6 +11,7 @@ from ledger.terms import token_columns, usd_columns, usd_sum
 from .core import NO_FILTERS, ROW_HIT_RATE, Filters, Query, choose, filtered, query, sums, verdict_sql
 
 __all__ = [
+    "FIND_ORDER",
     "find_runs",
     "run_guard_events",
     "run_header",
@@ -39,7 +40,12 @@ def _tool_content(key: str) -> str:
 
 _TOOL_RESULT = _tool_content(c.TOOL_CALL_RESULT)
 _TOOL_ARGUMENTS = _tool_content(c.TOOL_CALL_ARGUMENTS)
-_FIND_ORDER = {"recent": "started_at DESC, trace_id", "cost": "usd_total DESC, trace_id"}
+# find_runs' orders: the newest first, the most expensive first, the longest first.
+FIND_ORDER = {
+    "recent": "started_at DESC, trace_id",
+    "cost": "usd_total DESC, trace_id",
+    "turns": "turns DESC, trace_id",
+}
 
 
 @query
@@ -69,7 +75,7 @@ def find_runs(
     ``trace_id`` is a trace-id prefix or, exactly, a conversation id
     (``gen_ai.conversation.id``: the harness's run id), both case-insensitive.
     """
-    choose("order", order, _FIND_ORDER)
+    choose("order", order, FIND_ORDER)
     w, p = filtered(f)
     clauses: list[str] = ["TRUE"]
     params: list[Any] = []
@@ -89,7 +95,7 @@ def find_runs(
         w
         + f"""SELECT trace_id, conversation_id, started_at, agent_name, tenant, coalesce(stop_cause, 'in progress') AS stop_cause, turns,
        model_calls, tool_calls, soft_failures, loop_trips, retry_attempts, models, usd_total
-FROM fr WHERE {" AND ".join(clauses)} ORDER BY {_FIND_ORDER[order]} LIMIT ?""",
+FROM fr WHERE {" AND ".join(clauses)} ORDER BY {FIND_ORDER[order]} LIMIT ?""",
         [*p, *params, int(limit)],
     )
 

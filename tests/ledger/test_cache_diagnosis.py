@@ -99,3 +99,32 @@ def test_a_kept_prefix_is_cacheable_only_when_the_call_could_cache():
     note = "prefix below the model's minimum: ≈250 tokens up to the breakpoint, claude-opus-5 caches 512 or more"
     change, below = change_summary(1, 2, a, b, note)
     assert change is None and "cacheable" not in below and below.endswith(f"yet nothing was cached: {note}.")
+
+
+@pytest.mark.parametrize(
+    ("gap_s", "write_1h", "why"),
+    [
+        (372, 0, "cache expired: 6 min 12 s after turn 1 used it, past its 5 min TTL"),
+        (120, 0, "prefix changed: 2 min after turn 1 used it, within its 5 min TTL"),
+        (1_200, 6_000, "prefix changed: 20 min after turn 1 used it, within its 1 h TTL"),
+        (4_830, 6_000, "cache expired: 1 h 20 min after turn 1 used it, past its 1 h TTL"),
+    ],
+)
+def test_a_lost_prefix_is_told_expired_or_changed_by_the_gap_against_the_ttl(gap_s, write_1h, why):
+    from datetime import datetime, timedelta
+
+    from ledger.cache_diagnosis import check_cache
+
+    t0 = datetime(2026, 9, 21, 12, 0, 0)
+    first = {**turn(1, uncached=20, write=6_000 - write_1h), "cache_write_1h_tokens": write_1h, "start_time": t0}
+    second = {**turn(2, uncached=6_020), "start_time": t0 + timedelta(seconds=gap_s)}
+    broken = check_cache([first, second])[1]
+    assert broken.status == "broken"
+    assert broken.note == f"turn 1 cached 6,000 tokens but only 0 were read back: 6,000 re-billed ({why})"
+
+
+def test_a_lost_prefix_without_times_could_be_either():
+    from ledger.cache_diagnosis import check_cache
+
+    broken = check_cache([turn(1, uncached=20, write=6_000), turn(2, uncached=6_020)])[1]
+    assert broken.note.endswith("6,000 re-billed (prefix changed or cache expired)")
