@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -59,7 +61,8 @@ from ledger.quality import review  # noqa: E402
 from ledger.schema import schema_version  # noqa: E402
 from ledger.store import open_ledger  # noqa: E402
 
-GENERATOR_VERSION = 4  # 2: evaluations and the review queue; 4: built in chunks (a chunk's own random stream)
+# 2: evaluations and the review queue; 4: built in chunks (a chunk's own random stream); 5: trace ids led by their chunk
+GENERATOR_VERSION = 5
 CACHE_DIR = Path(os.environ.get("TURNLEDGER_BENCH_DIR", "/tmp/turnledger-bench"))
 T0_NS = 1_790_000_000_000_000_000  # 2026-09-21
 DAY_NS = 86_400 * 10**9
@@ -146,8 +149,13 @@ class _Tools:
     attributes: list[str]
 
 
-def _plan_runs(rng: np.random.Generator, runs: int, window: tuple[int, int]) -> _Runs:
-    """``runs`` runs starting in ``window`` (ns since T0_NS, from, to), in start order."""
+def _plan_runs(rng: np.random.Generator, runs: int, window: tuple[int, int], chunk: int = 0) -> _Runs:
+    """``runs`` runs starting in ``window`` (ns since T0_NS, from, to), in start order.
+
+    Each trace id begins with its chunk's number: a chunk's keys then fall in one part of the primary
+    keys' indexes, the only part its inserts load (a 1M-run build with random ids had ~950 MB of index
+    in memory by 880,000 runs and failed its 1 GB). A live collector's ids are random, so its writer
+    holds about that much index at this size: the pages measured here read no index."""
     turns = np.clip(np.round(rng.lognormal(np.log(8), 0.75, runs)), 1, STEP_CAP).astype(np.int64)
     model_idx = rng.choice(len(MODELS), runs, p=[m[4] for m in MODELS])
     tenant_idx = rng.integers(0, len(TENANTS), runs)
@@ -159,7 +167,7 @@ def _plan_runs(rng: np.random.Generator, runs: int, window: tuple[int, int]) -> 
     stop[(stop == "completed") & (roll < 0.01)] = "budget_exceeded"
     stop[(stop == "completed") & (roll > 0.98)] = "error"
     start = T0_NS + np.sort(rng.integers(window[0], window[1], runs))
-    trace_ids = _hex_ids(rng, runs, 16)
+    trace_ids = [f"{chunk:05x}{t[5:]}" for t in _hex_ids(rng, runs, 16)]
     root_ids = _hex_ids(rng, runs, 8)
     return _Runs(
         runs, turns, model_idx, tenant_idx, agent_idx, healthy_cache, looping, stop, start, trace_ids,
@@ -320,14 +328,16 @@ def _judgments(rng: np.random.Generator, r: _Runs) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-CHUNK_RUNS = 20_000  # runs generated and inserted at a time: the build's memory follows this, not --runs
-BUILD_MEMORY = "1GB"  # DuckDB's own share while building (it spills beyond it): the rest is one chunk's arrays
+CHUNK_RUNS = 10_000  # runs generated and inserted at a time: the build's memory follows this, not --runs
+BUILD_MEMORY = "768MB"  # DuckDB's own share while building (it spills beyond it): the rest is one chunk's arrays
 
 
-def _chunk(rng: np.random.Generator, runs: int, window: tuple[int, int]) -> tuple[list[str], dict[str, pa.Table]]:
+def _chunk(
+    rng: np.random.Generator, runs: int, window: tuple[int, int], k: int = 0
+) -> tuple[list[str], dict[str, pa.Table]]:
     """One chunk's trace ids and rows, table by table. The draws happen in this order (runs, then
     attempts, then tools, then judgments): a seed and a chunk number give one chunk."""
-    r = _plan_runs(rng, runs, window)
+    r = _plan_runs(rng, runs, window, k)
     charges, attempts = _charges(rng, r)
     tools = _tool_calls(rng, r)
     return r.trace_ids, {
@@ -346,6 +356,12 @@ _CASTS = {
 }
 
 
+def _building(path: Path) -> duckdb.DuckDBPyConnection:
+    con = open_ledger(path)
+    con.execute(f"SET memory_limit = '{BUILD_MEMORY}'")
+    return con
+
+
 def generate(path: Path, runs: int, seed: int = 7) -> None:
     """Write a synthetic ledger of ``runs`` runs to ``path``, ``CHUNK_RUNS`` at a time.
 
@@ -355,8 +371,7 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     tmp = path.with_suffix(".partial")
     for p in (tmp, Path(f"{tmp}.wal")):
         p.unlink(missing_ok=True)
-    con = open_ledger(tmp)
-    con.execute(f"SET memory_limit = '{BUILD_MEMORY}'")
+    con = _building(tmp)
     t_start = time.perf_counter()
     chunks = [min(CHUNK_RUNS, runs - lo) for lo in range(0, runs, CHUNK_RUNS)]
     derived: list[tuple[list[str], int]] = []  # per chunk: its trace ids, its earliest start
@@ -364,11 +379,16 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     for k, n in enumerate(chunks):
         lo = sum(chunks[:k]) * 30 * DAY_NS // runs
         hi = sum(chunks[: k + 1]) * 30 * DAY_NS // runs
-        trace_ids, rows = _chunk(np.random.default_rng([seed, k]), n, (lo, max(hi, lo + 1)))
+        trace_ids, rows = _chunk(np.random.default_rng([seed, k]), n, (lo, max(hi, lo + 1)), k)
         for name, data in rows.items():
             _insert(con, name, data, _CASTS[name])
         review.enqueue(con, rows["spans"], rows["evaluations"])  # the queue, as ingest fills it
-        con.execute("CHECKPOINT")  # the keys' indexes written out, so they need not all stay in memory
+        # Written out and reopened: a connection keeps ~1.4 KB of every run it inserted pinned (DuckDB
+        # 1.5's BASE_TABLE memory, 28 MB per chunk, released only on close), which at 580,000 runs filled
+        # the 1 GB and failed the build; a fresh connection starts near zero.
+        con.execute("CHECKPOINT")
+        con.close()
+        con = _building(tmp)
         derived.append((trace_ids, T0_NS + lo))
         n_spans += rows["spans"].num_rows
         n_charges += rows["charges"].num_rows
@@ -376,6 +396,8 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     for sql in HEALTH_BACKFILL:  # the columns ingest fills (ledger.rows), for rows inserted around it
         con.execute(sql)
     for k, (trace_ids, since) in enumerate(derived):
+        con.close()  # as above: each chunk's pinned memory released
+        con = _building(tmp)
         refresh_runs(con, trace_ids, since_ns=since)
         _progress(f"derived the runs of chunk {k + 1} of {len(derived)}", t_start)
     # Runs with captured contexts go through the real ingest path (content store included).
@@ -386,8 +408,10 @@ def generate(path: Path, runs: int, seed: int = 7) -> None:
     con.execute("CHECKPOINT")
     con.close()
     tmp.rename(path)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"\ngenerated {runs:,} runs, {n_spans:,} spans, {n_charges:,} charges in {time.perf_counter() - t_start:.1f} s "
-          f"-> {path} ({path.stat().st_size / 1e6:.0f} MB)")  # fmt: skip
+          f"-> {path} ({path.stat().st_size / 1e6:.0f} MB); peak RSS while building {peak_mib:,.0f} MiB "
+          f"(goal <= 2,048 MiB at any size)")  # fmt: skip
 
 
 def _progress(what: str, since: float) -> None:

@@ -80,7 +80,9 @@ CACHE_TTL_S, CACHE_TTL_1H_S = 300, 3600
 
 def _why_lost(prev: Mapping[str, Any], row: Mapping[str, Any]) -> str:
     """Why a cached prefix was not read back, from the time between the two calls: past the TTL it
-    expired, within it the prefix changed. Without both start times, either could be."""
+    expired; within it the prefix changed, or the provider evicted the cache early (usage alone cannot
+    tell them apart: a changed block, when payloads show one, is named first). Without both start
+    times, either could be."""
     try:
         gap = (row["start_time"] - prev["start_time"]).total_seconds()
     except (KeyError, TypeError, AttributeError):
@@ -89,7 +91,7 @@ def _why_lost(prev: Mapping[str, Any], row: Mapping[str, Any]) -> str:
     since = f"{_minutes(gap)} after turn {int(prev['turn'])} used it"
     if gap > ttl:
         return f"cache expired: {since}, past its {_minutes(ttl)} TTL"
-    return f"prefix changed: {since}, within its {_minutes(ttl)} TTL"
+    return f"prefix changed or cache evicted early: {since}, within its {_minutes(ttl)} TTL"
 
 
 def _minutes(seconds: float) -> str:

@@ -19,6 +19,7 @@ from opentelemetry.semconv.attributes import error_attributes as _error
 
 __all__ = [
     "AGENT_NAME",
+    "AGENT_STOP_REASON",
     "AGENT_VERSION",
     "ATTEMPT",
     "CACHE_CREATION_1H_INPUT_TOKENS",
@@ -125,6 +126,7 @@ PROMPT_VERSION = "turnledger.prompt.version"
 TOOL_SCHEMA_VERSION = "turnledger.tool_schema.version"
 STOP_CAUSE = "turnledger.stop_cause"  # on the root span
 STOP_DETAIL = "turnledger.stop_detail"
+AGENT_STOP_REASON = "agent.stop_reason"  # a generic agent's own word for why it stopped (seed 004)
 STEPS = "turnledger.steps"
 TOOL_CALLS = "turnledger.tool_calls"
 TOOL_SOFT_FAILURE = "turnledger.tool.soft_failure"  # tool ran and said "not found"

@@ -3,7 +3,10 @@
 * ``spans.tool``: the tool an ``execute_tool`` span ran (``execute_tool {tool}`` in its
   name, else its ``gen_ai.tool.name``, else its name); NULL on every other span;
 * ``spans.soft_failure``: the tool ran and said "nothing found"
-  (``turnledger.tool.soft_failure`` true, status left UNSET by the harness);
+  (``turnledger.tool.soft_failure`` true, status left UNSET by the harness), or, from any agent,
+  its ``gen_ai.tool.call.result`` reads as a failure (:func:`soft_failure_pattern`);
+* ``spans.call_fingerprint``: a tool call's tool and canonical arguments (``ledger.loops``),
+  so a run's repeated calls are found by equality (migration 25);
 * ``runs.error_spans``: how many of the run's spans have ERROR status (the
   ``ledger.runs`` rollup counts it; an errored run is one with any);
 * ``charges.ttft_ms``: a streamed chat call's time to first token
@@ -19,12 +22,15 @@ No DuckDB import: the decoder processes build rows with this.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from . import conventions as c
+from .loops import call_fingerprint
+from .settings import soft_failure_pattern
 from .spans import SpanRecord
 
-__all__ = ["BACKFILL", "SOFT_FAILURE", "soft_failed", "time_to_first_token_ms", "tool_of"]
+__all__ = ["BACKFILL", "SOFT_FAILURE", "soft_failed", "time_to_first_token_ms", "tool_fingerprint", "tool_of"]
 
 _TOOL_PREFIX = "execute_tool "
 # A tool span that ran and found nothing, as SQL over a spans row aliased ``s`` (NULL: a row
@@ -49,9 +55,16 @@ def tool_of(span: SpanRecord, operation: str | None) -> str | None:
     return _text(span.attributes.get(c.TOOL_NAME)) or span.name
 
 
-def soft_failed(span: SpanRecord) -> bool:
+def soft_failed(span: SpanRecord, operation: str | None) -> bool:
     flag = span.attributes.get(c.TOOL_SOFT_FAILURE)
-    return flag is True or flag == "true"
+    if flag is True or flag == "true":
+        return True
+    result = span.attributes.get(c.TOOL_CALL_RESULT) if operation == "execute_tool" else None
+    return isinstance(result, str) and _SOFT_RESULT.search(result) is not None
+
+
+def tool_fingerprint(span: SpanRecord, operation: str | None) -> str | None:
+    return call_fingerprint(tool_of(span, operation), span.attributes.get(c.TOOL_CALL_ARGUMENTS))
 
 
 def time_to_first_token_ms(span: SpanRecord, operation: str | None) -> float | None:
@@ -65,9 +78,13 @@ def time_to_first_token_ms(span: SpanRecord, operation: str | None) -> float | N
     return ms if math.isfinite(ms) else None
 
 
+# Python's re and DuckDB's RE2 read the pattern alike (no look-around, no back-references).
+_SOFT_RESULT = re.compile(soft_failure_pattern())
 _SOFT_JSON = (
     f"""coalesce(contains(attributes, '"{c.TOOL_SOFT_FAILURE}":') """
     f"""AND json_extract_string(attributes, '$."{c.TOOL_SOFT_FAILURE}"') = 'true', FALSE)"""
+    f""" OR (operation = 'execute_tool' AND coalesce(regexp_matches(json_extract_string(attributes, """
+    f"""'$."{c.TOOL_CALL_RESULT}"'), '{soft_failure_pattern().replace("'", "''")}'), FALSE))"""
 )
 BACKFILL: tuple[str, ...] = (
     f"""UPDATE spans SET tool = CASE WHEN starts_with(name, '{_TOOL_PREFIX}') THEN substr(name, {len(_TOOL_PREFIX) + 1})

@@ -70,6 +70,7 @@ def build_report(
         },
         "loop_trips": {
             "trips": guards["loop_trips"],
+            "detected": sum(t["detected"] for t in trips),  # seen in the spans; the rest the agents reported
             "runs_affected": guards["runs_with_loop_trips"],
             "spend_in_affected_runs": guards["spend_in_looping_runs"],
             "by_shape": trips,
@@ -169,7 +170,8 @@ def format_report(r: dict[str, Any]) -> str:
         "where the money went   "
         + "   ".join(f"{k.removeprefix('share_')} {_pct(v)}" for k, v in r["where_the_money_went"].items()),
         f"retries  {plural(r['retries']['attempts'], 'attempt')}, {_usd(r['retries']['usd'])} ({_pct(r['retries']['share_of_spend'])} of spend)",
-        f"loop-detector trips  {r['loop_trips']['trips']}",
+        f"loop-detector trips  {r['loop_trips']['trips']}"
+        + (f" ({r['loop_trips']['detected']} detected in the spans)" if r["loop_trips"]["detected"] else ""),
         *_format_health(r),
         "",
         "stop causes",

@@ -24,7 +24,7 @@ from . import terms
 from .billed import call_copy_row
 from .captured import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, OPENINFERENCE_REQUEST, captured_payload, content_keys
 from .content import ContextRows
-from .health_columns import soft_failed, time_to_first_token_ms, tool_of
+from .health_columns import soft_failed, time_to_first_token_ms, tool_fingerprint, tool_of
 from .limits import MAX_TIME_NS, MIN_TIME_NS
 from .normalize import model_call, tenant_of
 from .pricing import PriceBook
@@ -188,14 +188,16 @@ def _text(value: Any) -> str | None:
 
 # Each table's row, column by column: a Python expression over the row function's parameters.
 _SPAN_ROW = table("spans").compile_row(
-    "s, tenant, operation, attributes, resource, events, links, ingested_at, content_refs, tool_of, soft_failed",
+    "s, tenant, operation, attributes, resource, events, links, ingested_at, content_refs, tool_of, soft_failed, "
+    "tool_fingerprint",
     {
         "trace_id": "s.trace_id", "span_id": "s.span_id", "parent_span_id": "s.parent_span_id", "name": "s.name",
         "kind": "s.kind", "operation": "operation", "tenant": "tenant", "start_time": "s.start_ns",
         "end_time": "s.end_ns", "status_code": "s.status_code", "status_message": "s.status_message",
         "attributes": "attributes", "resource": "resource", "events": "events", "scope_name": "s.scope_name",
         "scope_version": "s.scope_version", "ingested_at": "ingested_at", "links": "links",
-        "content_refs": "content_refs", "tool": "tool_of(s, operation)", "soft_failure": "soft_failed(s)",
+        "content_refs": "content_refs", "tool": "tool_of(s, operation)", "soft_failure": "soft_failed(s, operation)",
+        "call_fingerprint": "tool_fingerprint(s, operation)",
     },
 )  # fmt: skip
 _GUARD_EVENT_ROW = table("guard_events").compile_row(
@@ -344,7 +346,18 @@ class _RowBuilder:
         )
         self.spans.append(
             _SPAN_ROW(
-                s, tenant, operation, stored, resource, events, links, self.now_us, content_refs, tool_of, soft_failed
+                s,
+                tenant,
+                operation,
+                stored,
+                resource,
+                events,
+                links,
+                self.now_us,
+                content_refs,
+                tool_of,
+                soft_failed,
+                tool_fingerprint,
             )
         )
         self.events += guard_rows

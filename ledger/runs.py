@@ -18,7 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from . import conventions as c
-from . import lake, terms
+from . import lake, loops, outcomes, terms
 from .health_columns import SOFT_FAILURE
 from .tables import table
 from .terms import PriceTerm
@@ -71,13 +71,6 @@ def tools_used(alias: str = "s") -> str:
     return f"list(DISTINCT {alias}.tool ORDER BY {alias}.tool) FILTER (WHERE {alias}.operation = 'execute_tool')"
 
 
-def _stop_cause() -> str:
-    return (
-        f"CASE WHEN {_attr('root', c.STOP_CAUSE)} IS NOT NULL THEN {_attr('root', c.STOP_CAUSE)} "
-        "WHEN root.status_code = 'ERROR' THEN 'error' WHEN root.span_id IS NOT NULL THEN 'completed' END"
-    )
-
-
 def _run_values() -> dict[str, str]:
     """Each runs column -> its SQL over the CTEs of ``_REFRESH`` (``t``, ``root``, ``sp``, ``ch``, ``ge``)."""
     values = {
@@ -97,7 +90,7 @@ def _run_values() -> dict[str, str]:
         "ended_at": "sp.ended_at",
         "status_code": "root.status_code",
         "error_type": _attr("root", c.ERROR_TYPE),
-        "stop_cause": _stop_cause(),
+        "stop_cause": outcomes.stop_cause_sql("ch.last_finish_reason"),
         "stop_detail": _attr("root", c.STOP_DETAIL),
         "model_calls": "coalesce(ch.model_calls, 0)",
         "turns": "coalesce(ch.turns, 0)",
@@ -106,7 +99,11 @@ def _run_values() -> dict[str, str]:
         "error_spans": "sp.error_spans",
         "tools": "sp.tools",
         "loop_trips": "coalesce(ge.loop_trips, 0)",
-        "step_cap_halts": "coalesce(ge.step_cap_halts, 0)",
+        # a step cap the agent did not report as a guard event still halted the run (ledger.outcomes)
+        "step_cap_halts": (
+            f"greatest(coalesce(ge.step_cap_halts, 0), ({outcomes.stop_cause_sql('ch.last_finish_reason')}"
+            " IS NOT DISTINCT FROM 'max_steps')::INTEGER)"
+        ),
         "retry_attempts": "coalesce(ch.retry_attempts, 0)",
         "unpriced_calls": "coalesce(ch.unpriced_calls, 0)",
         "invalid_usage_calls": "coalesce(ch.invalid_usage_calls, 0)",
@@ -146,7 +143,8 @@ ch AS (
            count(*) FILTER (WHERE c.unpriced) AS unpriced_calls,
            count(*) FILTER (WHERE c.invalid_usage) AS invalid_usage_calls,
            {term_sums},
-           string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models
+           string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models,
+           arg_max(nullif(c.finish_reason, ''), c.start_time) AS last_finish_reason
     FROM charges c JOIN t USING (trace_id) WHERE c.start_time >= $since GROUP BY c.trace_id
 ),
 ge AS (
@@ -198,6 +196,8 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
         since = since_ns if earliest_run is None else min(since_ns, earliest_run)
     # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
     bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
+    for statement in loops.rebuild_detected_sql():  # the loops seen in the spans, before the runs count them
+        con.execute(statement.replace("$since", bound))
     if on_lake:  # what INSERT OR REPLACE does by the key: every touched trace has spans, so its row comes back
         con.execute("DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)")
     con.execute(sql.replace("$since", bound))

@@ -11,14 +11,17 @@ The tables as they stand after every migration are declared in
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 
 import duckdb
 import pyarrow as pa
 
+from . import conventions as c
 from . import lake, terms
 from .conventions import EVENT_LOOP_TRIP
 from .health_columns import BACKFILL as HEALTH_BACKFILL
+from .loops import call_fingerprint
 from .runs import STEP_CAP_SHAPE, tools_used, version_aggregates
 from .tables import USD, term_columns
 
@@ -528,6 +531,34 @@ CREATE INDEX contexts_trace ON contexts (trace_id);
 """
 
 
+def _v25_call_fingerprints(con: duckdb.DuckDBPyConnection) -> None:
+    """A tool span's call fingerprint (``ledger.loops``: its tool and canonical arguments) decided at
+    ingest, so a run's repeated calls are found by equality; the tool spans already stored get theirs
+    from the same Python definition (SQL has no canonical JSON), and their soft failures from the
+    result pattern. Their runs' detected loops appear when the runs are next rebuilt."""
+    _execute(con, "ALTER TABLE spans ADD COLUMN call_fingerprint VARCHAR")
+    rows = con.execute(
+        f"SELECT trace_id, span_id, tool, json_extract(attributes, '$.\"{c.TOOL_CALL_ARGUMENTS}\"') "
+        "FROM spans WHERE operation = 'execute_tool' AND tool IS NOT NULL"
+    ).fetchall()
+    keys = pa.table(
+        {
+            "trace_id": pa.array([r[0] for r in rows], pa.string()),
+            "span_id": pa.array([r[1] for r in rows], pa.string()),
+            "fp": pa.array([call_fingerprint(r[2], json.loads(r[3]) if r[3] else None) for r in rows], pa.string()),
+        }
+    )
+    con.register("v25_fingerprints", keys)
+    try:
+        con.execute(
+            "UPDATE spans SET call_fingerprint = f.fp FROM v25_fingerprints f "
+            "WHERE spans.trace_id = f.trace_id AND spans.span_id = f.span_id"
+        )
+    finally:
+        con.unregister("v25_fingerprints")
+    con.execute(HEALTH_BACKFILL[1])  # soft failures, with the result pattern
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -545,6 +576,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (16, "service version, environment and variant on runs; baseline-relative rules", _v16_versions_and_relative_rules),
     (18, "the tools each run called", _v18_tools_used),
     (19, "content blocks per run; contexts found by trace", _V19_RUN_BLOCKS),
+    (25, "tool call fingerprints for loops seen in spans", _v25_call_fingerprints),
 ]
 
 

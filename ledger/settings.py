@@ -22,6 +22,8 @@
 | TURNLEDGER_QUALITY         | (none)              | what counts as negative feedback, a failed or a safety   |
 |                            |                     | evaluation, and more review tags: a JSON object of       |
 |                            |                     | ``ledger.quality.QualityPolicy`` fields                  |
+| TURNLEDGER_SOFT_FAILURE    | (see below)         | a regex: a tool result it finds is a soft failure (the   |
+|                            |                     | tool ran, and said it found nothing or failed)           |
 | TURNLEDGER_DASHBOARD_PASSWORD | (none)           | the dashboard's shared login password; required (or OIDC)|
 |                            |                     | when it listens on a non-loopback address                |
 """
@@ -43,6 +45,7 @@ __all__ = [
     "quality_settings",
     "redaction_settings",
     "server_url",
+    "soft_failure_pattern",
     "token",
 ]
 
@@ -130,3 +133,21 @@ def allow_private_webhooks() -> bool | None:
 def dashboard_password() -> str | None:
     """Taken as set, spaces included: a password is compared byte for byte."""
     return os.environ.get(DASHBOARD_PASSWORD) or None
+
+
+# "No shipment found for 12345." (seed 004's bad run), "ERROR: …", "not found", "no results",
+# {"error": …}: a result that reads as a failure, matched at its start (a result quoting one later
+# is data). Case-insensitive; RE2 syntax, so DuckDB's regexp_matches reads it as Python does.
+DEFAULT_SOFT_FAILURE = (
+    r"(?i)^\s*(error\b|failed\b|no\s[^\n]{0,80}\bfound\b|not found\b|nothing found\b|no results?\b|\{\s*\"error\"\s*:)"
+)
+
+
+def soft_failure_pattern() -> str:
+    """The tool-result regex of a soft failure (TURNLEDGER_SOFT_FAILURE); refused at start when it does not compile."""
+    pattern = _env("TURNLEDGER_SOFT_FAILURE") or DEFAULT_SOFT_FAILURE
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise ValueError(f"TURNLEDGER_SOFT_FAILURE {pattern!r} is not a regular expression: {e}") from None
+    return pattern

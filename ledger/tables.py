@@ -123,8 +123,8 @@ def _later_terms() -> tuple[Column, ...]:
 
 # Columns later migrations appended (after the terms' columns of migration 5), in migration order.
 _APPENDED = {
-    # 9: links, redacted; 10: references to moved content; 15: health facts decided at ingest (ledger.health_columns)
-    "spans": _columns("links JSON, content_refs JSON, tool VARCHAR, soft_failure BOOLEAN"),
+    # 9: links, redacted; 10: references to moved content; 15, 25: health facts decided at ingest (ledger.health_columns)
+    "spans": _columns("links JSON, content_refs JSON, tool VARCHAR, soft_failure BOOLEAN, call_fingerprint VARCHAR"),
     "charges": _columns("invalid_usage BOOLEAN, ttft_ms DOUBLE"),  # 6: usage not taken as reported; 15: first token
     "runs": _columns(  # 6, 12; 15: errored spans; 16: the version dimensions resources carry; 18: the tools it called
         "invalid_usage_calls INTEGER, step_cap_halts INTEGER, error_spans INTEGER, service_version VARCHAR, "

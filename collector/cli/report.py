@@ -110,6 +110,7 @@ def _run_overview(source: Source, trace_id: str) -> str:
     """How the run ended and what its guards saw, above its turns: the stop cause, then each guard event
     (loop trips with their shape, step-cap halts, retries, budget warnings) in time order."""
     from ledger import queries as q
+    from ledger.loops import DETECTED
     from ledger.wording import plural
 
     (run,) = source.records(q.run_summary, trace_id=trace_id)
@@ -129,9 +130,12 @@ def _run_overview(source: Source, trace_id: str) -> str:
         + f", ${run['usd_total']:.4f}"
     ]
     if not events:
-        lines.append("guard events: none reported")
+        lines.append("guard events: none reported, none detected in the spans")
     else:
-        lines.append(f"guard events ({len(events)}, reported by the agent):")
+        detected = sum(e["action"] == DETECTED for e in events)
+        lines.append(
+            f"guard events ({len(events)}: {len(events) - detected} reported by the agent, {detected} detected in the spans):"
+        )
         for e in events:
             details = ", ".join(f"{k} {e[k]}" for k in ("shape", "action", "tool", "cause") if e[k])
             lines.append(f"  +{e['offset_ms'] / 1000:,.1f} s  {e['name']}" + (f"  ({details})" if details else ""))

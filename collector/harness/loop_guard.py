@@ -15,21 +15,15 @@ raises: the caller turns a terminal trip into a partial report.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.loops import fingerprint
+
 from .events import LoopShape
 
 __all__ = ["LoopGuard", "Trip", "fingerprint"]
-
-
-def fingerprint(value: Any) -> str:
-    """Short, order-insensitive hash: {"a":1,"b":2} and {"b":2,"a":1} are the same call."""
-    blob = json.dumps(value, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ledger import conventions as c
+from ledger.loops import DETECTED
 from ledger.runs import STEP_CAP_SHAPE
 from ledger.terms import usd_sum
 
@@ -15,7 +16,9 @@ __all__ = ["guard_summary", "loop_spend", "loop_trip_runs", "loop_trips", "loop_
 
 @query
 def loop_trips(f: Filters = NO_FILTERS) -> Query:
-    """Loop-detector trips by shape (nudges and halts), the runs they hit and those runs' whole spend.
+    """Loop-detector trips by shape (nudges and halts the agent reported, and the trips turnledger
+    detected in the spans of runs that report none: ``ledger.loops``), the runs they hit and those
+    runs' whole spend.
 
     Step-cap halts are the harness's step limit, not the loop detector: counted apart
     (``guard_summary.step_cap_halts``), as ``runs.loop_trips`` counts them."""
@@ -23,7 +26,8 @@ def loop_trips(f: Filters = NO_FILTERS) -> Query:
     return Query(
         w
         + f"""SELECT g.shape, count(*) AS trips, count(*) FILTER (WHERE g.action = 'nudge') AS nudges,
-       count(*) FILTER (WHERE g.action = 'halt') AS halts, count(DISTINCT g.trace_id) AS runs_affected,
+       count(*) FILTER (WHERE g.action = 'halt') AS halts,
+       count(*) FILTER (WHERE g.action = '{DETECTED}') AS detected, count(DISTINCT g.trace_id) AS runs_affected,
        (SELECT sum(usd_total) FROM fr WHERE trace_id IN
            (SELECT trace_id FROM guard_events x WHERE x.name = '{c.EVENT_LOOP_TRIP}' AND x.shape IS NOT DISTINCT FROM g.shape)
        ) AS spend_in_affected_runs

@@ -36,7 +36,8 @@ def test_a_run_returns_its_trace_id_and_context_opens_it_by_trace_or_run_id(
     for ident in (result.trace_id, result.trace_id[:10], result.run_id):
         assert main(["context", ident, "--db", str(t.db)]) == 0, ident
         listings.append(capsys.readouterr().out)
-    assert listings[0].startswith("turn 1: ") and listings[0] == listings[1] == listings[2]
+    assert listings[0].startswith(f"run {result.trace_id}: ") and "\nturn 1: " in listings[0]
+    assert listings[0] == listings[1] == listings[2]
 
 
 def test_a_conversation_with_several_runs_asks_for_the_trace_id(
