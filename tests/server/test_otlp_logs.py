@@ -18,17 +18,29 @@ import pytest
 from genai_prices import Usage, calc_price
 from opentelemetry._logs import LogRecord
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
+from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetricExporter
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogExporter
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import LogRecordExportResult, SimpleLogRecordProcessor
+from opentelemetry.sdk.metrics import Counter, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    InMemoryMetricReader,
+    MetricExportResult,
+    MetricsData,
+)
 from opentelemetry.sdk.resources import Resource
 
 from collector.receiver import CollectorServer
+from ledger import queries as q
 from ledger.claude_code import EVENTS_SCOPE
+from ledger.report import build_report
 
 from .conftest import MS, T0, count, request
 
 TOKEN = "s3cret-logs-token"
+SECRET = "sk-ant-api03-" + "Q" * 93 + "AA"  # an Anthropic API key's shape: the redaction policy knows it
 MODEL = "claude-sonnet-4-5"  # a model genai-prices knows, as Claude Code names it
 SESSION = "7d1c9f7e-1b7c-4b51-9d0e-2f0f6a1c0a11"
 ORG = "org-5e0c"
@@ -57,7 +69,7 @@ def _common(prompt: str, seq: int) -> dict[str, object]:
 
 
 def claude_code_records() -> list[LogRecord]:
-    """One session, two prompts: a user prompt, three api_requests, a tool result, as Claude Code emits them."""
+    """One session, two prompts (each a user prompt and its api_requests), a tool result, as Claude Code emits them."""
     records = []
     seq = 0
 
@@ -207,7 +219,7 @@ def _record(seq: int, **attrs: object) -> dict[str, object]:
 
 
 def test_a_bad_record_costs_only_itself_and_every_string_is_redacted(logs_server) -> None:  # type: ignore[no-untyped-def]
-    secret = "sk-ant-api03-" + "Q" * 93 + "AA"
+    secret = SECRET
     records = [
         _record(0, **{"user.email": "alice@example.com", "note": f"key={secret}"}),
         {**_record(1), "timeUnixNano": "0"},  # no time at all: rejected alone
@@ -230,3 +242,92 @@ def test_a_bad_record_costs_only_itself_and_every_string_is_redacted(logs_server
     text = " ".join(a + r for a, r in stored)
     assert secret not in text and "alice@example.com" not in text
     assert "[REDACTED" in text
+
+
+def _claude_code_metrics(temporality: AggregationTemporality) -> list[MetricsData]:
+    """Claude Code's cost and token counters for REQUESTS, collected after each prompt (one export each)."""
+    reader = InMemoryMetricReader(preferred_temporality={Counter: temporality})
+    provider = MeterProvider(resource=Resource.create({"service.name": "claude-code"}), metric_readers=[reader])
+    meter = provider.get_meter(EVENTS_SCOPE.removesuffix(".events"), "2.1.197")
+    cost = meter.create_counter("claude_code.cost.usage", unit="USD")
+    tokens = meter.create_counter("claude_code.token.usage", unit="tokens")
+    collected = []
+    for prompt in ("prompt-1", "prompt-2"):
+        for _, uncached, write, read, out in (r for r in REQUESTS if r[0] == prompt):
+            where = {"session.id": SESSION, "organization.id": ORG, "model": MODEL, "prompt.id": prompt}
+            cost.add(float(_truth(uncached, write, read, out)), where)
+            for kind, n in (("input", uncached), ("output", out), ("cacheRead", read), ("cacheCreation", write)):
+                tokens.add(n, {**where, "type": kind})
+        collected.append(reader.get_metrics_data())
+    provider.shutdown()
+    return collected
+
+
+@pytest.mark.parametrize(
+    ("protocol", "temporality"),
+    [("http", AggregationTemporality.DELTA), ("grpc", AggregationTemporality.CUMULATIVE)],
+)
+def test_metrics_are_a_cross_check_never_a_charge(protocol, temporality, logs_server) -> None:  # type: ignore[no-untyped-def]
+    if protocol == "grpc":
+        exporter = GrpcMetricExporter(
+            endpoint=logs_server.grpc_url, insecure=True, headers=(("authorization", f"Bearer {TOKEN}"),), timeout=60
+        )
+    else:
+        exporter = HttpMetricExporter(
+            endpoint=f"{logs_server.url}/v1/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60
+        )
+    exports = _claude_code_metrics(temporality)
+    for data in (*exports, exports[-1]):  # the last one twice, as an exporter's retry sends it
+        assert exporter.export(data) == MetricExportResult.SUCCESS
+    truth = sum(_truth(u, w, r, o) for _, u, w, r, o in REQUESTS)
+    with logs_server.readers.connection() as cur:
+        assert cur.execute("SELECT count(*) FROM charges").fetchone() == (0,)  # a metric is never charged
+        points = cur.execute(
+            "SELECT name, temporality, count(*) FROM metric_points GROUP BY ALL ORDER BY name"
+        ).fetchall()
+    # A point per series (one per prompt, and per token type) and export; a cumulative export repeats the
+    # first prompt's series, a delta one does not; the retry added nothing.
+    per_export = 3 if temporality == AggregationTemporality.CUMULATIVE else 2
+    kind = temporality.name.lower()
+    assert points == [("claude_code.cost.usage", kind, per_export), ("claude_code.token.usage", kind, 4 * per_export)]
+    with logs_server.readers.connection() as cur:  # the token counter's total, read the same way
+        (tokens,) = q.records(cur, q.reported_cost(metric="claude_code.token.usage"))
+    assert tokens["metric_usd"] == sum(sum(r[1:]) for r in REQUESTS)
+    # With the events too, the report shows our total beside Claude Code's own two figures: all agree.
+    _send(protocol, logs_server, claude_code_records())
+    with logs_server.readers.connection() as cur:
+        crosscheck = build_report(cur)["reported_cost"]
+    assert crosscheck == {
+        "ours_usd": float(truth), "reported_calls": 3, "ours_for_reported_usd": float(truth),
+        "reported_usd": float(truth), "metric_usd": float(truth), "metric_points": per_export,
+    }  # fmt: skip
+
+
+def test_metric_points_that_cannot_be_stored_are_named(logs_server) -> None:  # type: ignore[no-untyped-def]
+    def point(value: dict[str, object], time: str = str(T0)) -> dict[str, object]:
+        return {"timeUnixNano": time, **value, "attributes": [{"key": "token", "value": {"stringValue": SECRET}}]}
+
+    body = {
+        "resourceMetrics": [{"scopeMetrics": [{"metrics": [
+            {"name": "claude_code.cost.usage", "unit": "USD", "sum": {"aggregationTemporality": 1, "isMonotonic": True,
+             "dataPoints": [point({"asDouble": 0.25}), point({"asDouble": 0.5}, "0"), point({"asInt": "3"}, str(T0 + MS))]}},
+            {"name": "latency", "histogram": {"aggregationTemporality": 1, "dataPoints": [{"timeUnixNano": str(T0)}]}},
+        ]}]}]
+    }  # fmt: skip
+    reply = request(
+        f"{logs_server.url}/v1/metrics", "POST", json.dumps(body).encode(),
+        {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )  # fmt: skip
+    assert reply.status == 200, reply.body
+    partial = reply.json()["partialSuccess"]
+    assert int(partial["rejectedDataPoints"]) == 2
+    assert "timeUnixNano 0" in partial["errorMessage"] and "histogram" in partial["errorMessage"]
+    with logs_server.readers.connection() as cur:
+        rows = cur.execute("SELECT value, attributes::VARCHAR FROM metric_points ORDER BY time").fetchall()
+    assert [r[0] for r in rows] == [Decimal("0.25"), Decimal(3)]
+    assert all(SECRET not in r[1] and "[REDACTED" in r[1] for r in rows)
+    garbage = request(
+        f"{logs_server.url}/v1/metrics", "POST", b"\x0a\xff\xff", {"Authorization": f"Bearer {TOKEN}",
+        "Content-Type": "application/x-protobuf"},
+    )  # fmt: skip
+    assert garbage.status == 400
