@@ -10,8 +10,9 @@ its documentation (code.claude.com/docs/en/monitoring-usage).
 * ``api_request`` (one per billed request) becomes a model-call span ``chat {model}``. Its
   counts are the Anthropic API's: ``input_tokens`` EXCLUDES the cache, beside
   ``cache_read_tokens`` and ``cache_creation_tokens`` (so ``normalize.SCOPE_CONVENTIONS``
-  lists the scope as excluding). Its ``request_id`` is the API's request id, so a copy of the
-  same call reported elsewhere (the anthropic SDK's span) is charged once (``ledger.billed``).
+  lists the scope as excluding). Its ``request_id`` is the API's request id, kept as
+  ``anthropic.request.id`` and, as Claude Code's beta ``claude_code.llm_request`` span does, as
+  ``gen_ai.response.id``: the key ``ledger.billed`` joins copies of one call by.
   Its ``cost_usd`` is Claude Code's own estimate: kept as ``turnledger.cost.usd`` beside our
   price for a cross-check, never instead of it.
 * ``tool_result`` becomes an ``execute_tool {tool}`` span (a failed one with ERROR status).
@@ -125,6 +126,10 @@ def span_of(event: LogEvent) -> SpanRecord:
         ):  # fmt: skip
             if theirs in a:
                 attributes[ours] = a[theirs]
+        if REQUEST_ID in a and c.RESPONSE_ID not in a:
+            # Claude Code's own beta llm_request span reports the call under gen_ai.response.id = request_id:
+            # the same key here makes the two copies of one call one billed call (ledger.billed).
+            attributes[c.RESPONSE_ID] = a[REQUEST_ID]
         kind = "CLIENT"
     elif name == "tool_result":
         tool = a.get(TOOL_NAME)

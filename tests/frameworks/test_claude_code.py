@@ -59,8 +59,13 @@ def _price(model: str, u: dict[str, int]) -> Decimal:
     return Decimal(str(calc_price(usage, model_ref=model, provider_id="anthropic").total_price))
 
 
-@pytest.mark.parametrize("protocol", ["http/protobuf", "http/json", "grpc"])
-def test_claude_code_telemetry_is_charged_as_the_fake_billed(protocol: str, claude_cli: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "beta_traces"), [("http/protobuf", False), ("http/json", False), ("grpc", False), ("grpc", True)]
+)
+def test_claude_code_telemetry_is_charged_as_the_fake_billed(
+    protocol: str, beta_traces: bool, claude_cli: Path, tmp_path: Path
+) -> None:
+    """``beta_traces``: its beta spans too (claude_code.interaction, .llm_request, .tool), beside the events."""
     work = tmp_path / "project"
     work.mkdir()
     (work / NOTES).write_text("ship it\n")
@@ -76,6 +81,9 @@ def test_claude_code_telemetry_is_charged_as_the_fake_billed(protocol: str, clau
                 "OTEL_METRIC_EXPORT_INTERVAL": "1000", "OTEL_LOGS_EXPORT_INTERVAL": "500",
                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
             }  # fmt: skip
+            if beta_traces:
+                env |= {"CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1", "OTEL_TRACES_EXPORTER": "otlp",
+                        "OTEL_TRACES_EXPORT_INTERVAL": "500"}  # fmt: skip
             (tmp_path / "home").mkdir()
             done = subprocess.run(
                 [claude_cli, "-p", f"What does {NOTES} say?", "--allowedTools", "Read"],
@@ -100,7 +108,7 @@ def test_claude_code_telemetry_is_charged_as_the_fake_billed(protocol: str, clau
                 "unpriced, invalid_usage FROM charges"
             ).fetchall()
             runs = cur.execute(
-                "SELECT conversation_id, agent_name, model_calls, tool_calls, usd_total FROM runs"
+                "SELECT conversation_id, agent_name, model_calls, tool_calls, usd_total, name FROM runs"
             ).fetchall()
             sessions = cur.execute(
                 "SELECT DISTINCT json_extract_string(attributes, '$.\"session.id\"') FROM spans"
@@ -117,7 +125,10 @@ def test_claude_code_telemetry_is_charged_as_the_fake_billed(protocol: str, clau
     truth = sum(row[6] for row in want)
     # One prompt of one session: one run, the session its conversation, one tool call (Read).
     assert len(sessions) == 1 and sessions[0][0]
-    assert runs == [(sessions[0][0], "claude-code", len(billed), 1, truth)]
+    if beta_traces:  # the run is the beta trace: its root is the interaction span, which names no session
+        assert runs == [(None, "claude_code.interaction", len(billed), 1, truth, "claude_code.interaction")]
+    else:
+        assert runs == [(sessions[0][0], "claude-code", len(billed), 1, truth, "claude_code.user_prompt")]
     assert Decimal(str(report["total_usd"])) == truth
     cross = report["reported_cost"]
     assert cross["reported_calls"] == len(billed)
