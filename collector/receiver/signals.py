@@ -7,7 +7,8 @@ after it, partial success); only what its body decodes to differs:
 
 * traces: spans (``collector.otlp``);
 * logs: the events the ledger knows, as the spans they stand for (``ledger.log_events``:
-  Claude Code's ``api_request`` becomes a charge like any model-call span);
+  Claude Code's ``api_request`` becomes a charge like any model-call span), and GenAI
+  evaluation events as the judgments their span-event form gives;
 * metrics: number data points, stored as a cross-check series (``ledger.metrics``), never charged.
 """
 
@@ -27,7 +28,8 @@ from collector.otlp_metrics import decode_metrics_json, decode_metrics_protobuf
 from ledger.log_events import spans_of
 from ledger.metrics import prepare_points
 from ledger.pricing import PriceBook
-from ledger.rows import PreparedBatch, prepare
+from ledger.redact import default_policy
+from ledger.rows import PreparedBatch, judgment_batch, prepare
 
 from .otlp_http import PROTOBUF, decode_body
 
@@ -76,8 +78,17 @@ def prepare_signal(
     if signal == TRACES:
         return prepare(decode_body(body, kind), prices, redact_content=redact_content)
     if signal == LOGS:
-        logged = spans_of(decode_logs_protobuf(body) if kind == PROTOBUF else decode_logs_json(body))
+        policy = default_policy() if redact_content else None
+        events = decode_logs_protobuf(body) if kind == PROTOBUF else decode_logs_json(body)
+        logged = spans_of(events, policy if policy is not None and policy.enabled else None)
         batch = prepare(logged.spans, prices, redact_content=redact_content)
+        if logged.judgments:  # committed with the spans, as a judgment a span event carries is
+            judged = judgment_batch(logged.judgments)
+            batch.rows.setdefault("evaluations", []).extend(judged.rows["evaluations"])
+            for trace, start in judged.first_starts.items():  # (ledger.runs.earliest, without its DuckDB import)
+                batch.first_starts[trace] = min(start, batch.first_starts.get(trace, start))
+            batch.received += len(logged.judgments)
+        batch.flagged += logged.notes
         if logged.unread:
             batch.flagged.append(f"{logged.unread} log record(s) not stored: no event turnledger reads")
         return batch

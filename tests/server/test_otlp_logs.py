@@ -331,3 +331,37 @@ def test_metric_points_that_cannot_be_stored_are_named(logs_server) -> None:  # 
         "Content-Type": "application/x-protobuf"},
     )  # fmt: skip
     assert garbage.status == 400
+
+
+def test_genai_evaluation_log_events_are_judgments_of_their_span(logs_server) -> None:  # type: ignore[no-untyped-def]
+    """``gen_ai.evaluation.result`` sent as a log record (the official exporter, in the judged span's context)
+    is read as its span-event form is; without a span to judge it is named and not stored."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import set_span_in_context
+
+    tracer = TracerProvider().get_tracer("my.agent")
+    span = tracer.start_span("chat claude-sonnet-4-5")
+    judged = span.get_span_context()
+    attrs = {"gen_ai.evaluation.name": "relevance", "gen_ai.evaluation.score.value": 0.25,
+             "gen_ai.evaluation.score.label": "irrelevant", "gen_ai.evaluation.explanation": f"leaked {SECRET}"}  # fmt: skip
+    with_context = LogRecord(timestamp=T0, event_name="gen_ai.evaluation.result", attributes=attrs,
+                             context=set_span_in_context(span))  # fmt: skip
+    without = LogRecord(timestamp=T0, event_name="gen_ai.evaluation.result", attributes=attrs)
+    span.end()
+    for _ in range(2):  # the second: a retry, one row still
+        assert _send("http", logs_server, [with_context, without]) == [LogRecordExportResult.SUCCESS] * 2
+    with logs_server.readers.connection() as cur:
+        rows = cur.execute(
+            "SELECT trace_id, span_id, name, score, label, explanation, source FROM evaluations"
+        ).fetchall()
+    assert len(rows) == 1
+    trace_id, span_id, name, score, label, explanation, source = rows[0]
+    assert (trace_id, span_id) == (f"{judged.trace_id:032x}", f"{judged.span_id:016x}")
+    assert (name, score, label, source) == ("relevance", 0.25, "irrelevant", "otel")
+    assert SECRET not in explanation and "[REDACTED" in explanation
+    body = request(
+        f"{logs_server.url}/v1/logs", "POST",
+        _otlp_json_logs([], [{"timeUnixNano": str(T0), "eventName": "gen_ai.evaluation.result"}]),
+        {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    ).json()  # fmt: skip
+    assert "names no span it judges" in body["partialSuccess"]["errorMessage"]
