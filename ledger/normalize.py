@@ -119,6 +119,12 @@ SCOPE_CONVENTIONS: tuple[ScopeConvention, ...] = (
         "cache_read since cache counts were added (0.1.17); before, no cache counts",
     ),
     ScopeConvention("turnledger.harness", True, source="turnledger's own spans follow the current GenAI conventions"),
+    ScopeConvention(
+        "com.anthropic.claude_code.events",  # ledger.claude_code.EVENTS_SCOPE: its api_request events
+        False,
+        source="Claude Code 2.1.197 api_request: input_tokens is the API's usage.input_tokens, beside "
+        "cache_read_tokens and cache_creation_tokens",
+    ),
 )
 
 

@@ -93,6 +93,7 @@ def build_report(
             "runs": anomalies,
         },
         **_health(rows),
+        "reported_cost": rows(q.reported_cost)[0],
     }
 
 

@@ -531,6 +531,30 @@ CREATE INDEX contexts_trace ON contexts (trace_id);
 """
 
 
+# Producers' own metrics (ledger.metrics): Claude Code's cost and token counters, kept to compare
+# with the charges, never charged. One row per data point, keyed so a retried export adds nothing.
+_V20_METRIC_POINTS = f"""
+CREATE TABLE metric_points (
+    name          VARCHAR NOT NULL,
+    series        VARCHAR NOT NULL,
+    start_time    TIMESTAMP_NS,
+    time          TIMESTAMP_NS NOT NULL,
+    value         {USD} NOT NULL,
+    unit          VARCHAR,
+    temporality   VARCHAR NOT NULL,
+    monotonic     BOOLEAN NOT NULL,
+    session_id    VARCHAR,
+    model         VARCHAR,
+    attributes    JSON NOT NULL,
+    resource      JSON NOT NULL,
+    scope_name    VARCHAR NOT NULL,
+    scope_version VARCHAR NOT NULL,
+    ingested_at   TIMESTAMP NOT NULL,
+    PRIMARY KEY (name, series, time)
+);
+"""
+
+
 def _v25_call_fingerprints(con: duckdb.DuckDBPyConnection) -> None:
     """A tool span's call fingerprint (``ledger.loops``: its tool and canonical arguments) decided at
     ingest, so a run's repeated calls are found by equality; the tool spans already stored get theirs
@@ -576,6 +600,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (16, "service version, environment and variant on runs; baseline-relative rules", _v16_versions_and_relative_rules),
     (18, "the tools each run called", _v18_tools_used),
     (19, "content blocks per run; contexts found by trace", _V19_RUN_BLOCKS),
+    (20, "producers' metric points, a cross-check series", _V20_METRIC_POINTS),
     (25, "tool call fingerprints for loops seen in spans", _v25_call_fingerprints),
 ]
 

@@ -169,6 +169,15 @@ _EVALUATIONS = _columns("""
     label VARCHAR, explanation VARCHAR, tags JSON, source VARCHAR, failed BOOLEAN, safety BOOLEAN,
     time TIMESTAMP_NS, ingested_at TIMESTAMP
 """)
+# Migration 20: producers' own metrics, a cross-check series (``ledger.metrics``), never charged.
+_METRIC_POINTS = (
+    *_columns("name VARCHAR, series VARCHAR, start_time TIMESTAMP_NS, time TIMESTAMP_NS"),
+    Column("value", USD),  # (its type holds a comma, which the compact form splits on)
+    *_columns("""
+        unit VARCHAR, temporality VARCHAR, monotonic BOOLEAN, session_id VARCHAR, model VARCHAR, attributes JSON,
+        resource JSON, scope_name VARCHAR, scope_version VARCHAR, ingested_at TIMESTAMP
+    """),
+)
 _RUNS_HEAD = _columns("""
     trace_id VARCHAR, root_span_id VARCHAR, name VARCHAR, service_name VARCHAR, agent_name VARCHAR,
     agent_version VARCHAR, prompt_version VARCHAR, tool_schema_version VARCHAR, tenant VARCHAR,
@@ -195,6 +204,7 @@ def _declare(name: str) -> tuple[Column, ...]:
         "contexts": _CONTEXTS,
         "call_copies": _CALL_COPIES,
         "evaluations": _EVALUATIONS,
+        "metric_points": _METRIC_POINTS,
     }
     return fixed[name]
 
@@ -203,6 +213,7 @@ def _declare(name: str) -> tuple[Column, ...]:
 # copies before its charge, which ``ledger.dedup`` keeps only for the charged copy).
 WRITTEN = (
     "spans", "call_copies", "charges", "guard_events", "evaluations", "content_blocks", "run_blocks", "contexts",
+    "metric_points",
 )  # fmt: skip
 
 

@@ -118,8 +118,8 @@ def write(
         unpriced_models=set().union(*(b.unpriced_models for b in batches)),
         traces=set().union(*(b.first_starts for b in batches)),
     )
-    if not report.traces:
-        return report
+    if not report.traces and not any(b.rows.get("metric_points") or "metric_points" in b.tables for b in batches):
+        return report  # nothing to write (metric points belong to no trace: ledger.metrics)
     tables = {name: _concat(name, batches) for name in WRITTEN}
     firsts = runs.earliest(b.first_starts for b in batches)
     try:  # on a lake, one collector at a time (ledger.lake.lock): what makes the anti-joins exact there

@@ -4,6 +4,7 @@ Endpoints (all JSON errors are ``{"error": "..."}``):
 
 ====================================  =========================================================
 ``POST /v1/traces``                   OTLP/HTTP trace export (protobuf or JSON, gzip/deflate)
+``POST /v1/logs``, ``/v1/metrics``      the same door for logs and metrics (``.signals``)
 ``GET /api/query/{name}``             a ``ledger.queries`` builder by name; Arrow IPC stream, or
                                       ``?format=json`` for a JSON array of row objects
 ``GET /api/queries``                  the registered queries and their parameters
@@ -51,6 +52,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from . import budget_routes, quality_routes, routes
 from .otlp_http import JSON, PROTOBUF, UnsupportedMediaType, media_kind
 from .routes import Reply
+from .signals import BY_PATH
 from .writer import Ticket
 
 if TYPE_CHECKING:
@@ -232,7 +234,7 @@ class _Handler:
             return Response(status_code=400)  # nobody is listening for it
         except Exception:
             log.exception("%s %s failed", request.method, path)
-            if request.method == "POST" and path.rstrip("/") == "/v1/traces":
+            if request.method == "POST" and path.rstrip("/") in BY_PATH:
                 reply = routes.otlp_error(
                     _kind_guess(request), 503, "the collector failed; see its log", retry_after=5, close=True
                 )
@@ -246,14 +248,16 @@ class _Handler:
     async def _route(self, request: Request, raw_path: str) -> Reply:
         method = request.method
         path = raw_path.rstrip("/")
-        if method == "POST" and path == "/v1/traces":
-            return await self._export(request)
+        if method == "POST" and path in BY_PATH:
+            return await self._export(request, BY_PATH[path].name)
         if budget_routes.matches(method, path):
             return await self._budget(request, path)
         if quality_routes.matches(method, path):
             return await self._quality(request, path)
         if method == "POST":
-            return routes.error_reply(404, f"no endpoint POST {path}; OTLP traces go to POST /v1/traces", close=True)
+            return routes.error_reply(
+                404, f"no endpoint POST {path}; OTLP goes to POST /v1/traces, /v1/logs or /v1/metrics", close=True
+            )
         if method != "GET":
             return routes.error_reply(405, f"{method} is not supported on {raw_path}", close=True)
         return await self._get(request, path or "/")
@@ -307,12 +311,12 @@ class _Handler:
     def _error(request: Request, status: int, message: str, *, close: bool = True) -> Reply:
         """A refused body's reply; by default the connection closes after it (the rest of the body
         may still be on its way, so it cannot carry another request)."""
-        if request.url.path.rstrip("/") == "/v1/traces":
+        if request.url.path.rstrip("/") in BY_PATH:
             return routes.otlp_error(_kind_guess(request), status, message, close=close)
         return routes.error_reply(status, message, close=close)
 
-    # --- POST /v1/traces --------------------------------------------------------------------
-    async def _export(self, request: Request) -> Reply:
+    # --- POST /v1/traces, /v1/logs, /v1/metrics ----------------------------------------------
+    async def _export(self, request: Request, signal: str) -> Reply:
         c = self.c
         cfg = c.config
         headers = request.headers
@@ -331,7 +335,7 @@ class _Handler:
         try:
             loop = asyncio.get_running_loop()
             outcome = await loop.run_in_executor(
-                self.decoders, self._submit, kind, body, headers.get("content-encoding")
+                self.decoders, self._submit, kind, body, headers.get("content-encoding"), signal
             )
         finally:
             c.decode_slots.async_release()
@@ -339,11 +343,11 @@ class _Handler:
         if isinstance(outcome, Reply):
             return outcome
         await _committed(outcome, cfg.ack_timeout_s)
-        return routes.acknowledge(c, kind, outcome, wait_s=0)
+        return routes.acknowledge(c, kind, outcome, wait_s=0, signal=signal)
 
-    def _submit(self, kind: str, body: bytes, encoding: str | None) -> Reply | Ticket:
+    def _submit(self, kind: str, body: bytes, encoding: str | None, signal: str) -> Reply | Ticket:
         with self.c.writer.incoming():
-            return routes.submit(self.c, kind, body, encoding)
+            return routes.submit(self.c, kind, body, encoding, signal)
 
     # --- budgets ----------------------------------------------------------------------------
     async def _budget(self, request: Request, path: str) -> Reply:

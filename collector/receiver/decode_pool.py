@@ -26,9 +26,9 @@ from types import ModuleType
 
 from ledger.errors import Unavailable
 from ledger.pricing import PriceBook
-from ledger.rows import PreparedBatch, prepare
+from ledger.rows import PreparedBatch
 
-from .otlp_http import decode_body
+from .signals import TRACES, prepare_signal
 
 __all__ = ["DecodePool", "DecoderUnavailable"]
 
@@ -76,10 +76,10 @@ def _warm_up() -> None:
     time.sleep(0.05)  # long enough that each warm-up lands on a worker of its own
 
 
-def _decode_and_prepare(body: bytes, kind: str) -> PreparedBatch:
+def _decode_and_prepare(body: bytes, kind: str, signal: str) -> PreparedBatch:
     # Arrow here, not in the server: the conversion's work stays in the worker, and
     # Arrow buffers cross the process boundary cheaper than tuples of Python objects.
-    return prepare(decode_body(body, kind), _prices, redact_content=_redact).to_arrow()
+    return prepare_signal(body, kind, signal, _prices, redact_content=_redact).to_arrow()
 
 
 class DecodePool:
@@ -109,15 +109,15 @@ class DecodePool:
             pool.submit(_warm_up)
         return pool
 
-    def prepare(self, body: bytes, kind: str) -> PreparedBatch:
-        """Rows of an OTLP body. Raises MalformedInput (bad body) or DecoderUnavailable."""
+    def prepare(self, body: bytes, kind: str, signal: str = TRACES) -> PreparedBatch:
+        """Rows of an OTLP body of ``signal``. Raises MalformedInput (bad body) or DecoderUnavailable."""
         if self._pool is None:
-            return prepare(decode_body(body, kind), self.prices, redact_content=self.redact_content)
+            return prepare_signal(body, kind, signal, self.prices, redact_content=self.redact_content)
         if self._closed:
             raise DecoderUnavailable("the collector is shutting down; retry the export")
         pool = self._pool
         try:
-            return pool.submit(_decode_and_prepare, body, kind).result()
+            return pool.submit(_decode_and_prepare, body, kind, signal).result()
         except BrokenProcessPool:
             with self._restart:
                 if self._pool is pool and not self._closed:  # the first request to see it starts a fresh pool

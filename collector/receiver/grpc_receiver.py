@@ -1,4 +1,5 @@
-"""OTLP/gRPC: ``TraceService/Export`` on ``grpcio``, into the same path as OTLP/HTTP.
+"""OTLP/gRPC: ``TraceService/Export`` (and ``LogsService``, ``MetricsService``: ``.signals``) on
+``grpcio``, into the same path as OTLP/HTTP.
 
 The method is the one ``opentelemetry-proto`` defines
 (``opentelemetry.proto.collector.trace.v1.TraceService/Export``), registered
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING
 
 import grpc
@@ -38,6 +40,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from . import routes
 from .otlp_http import PROTOBUF
 from .routes import Reply
+from .signals import SIGNALS
 
 if TYPE_CHECKING:
     from .server import CollectorServer
@@ -78,9 +81,14 @@ class GrpcReceiver:
             maximum_concurrent_rpcs=HANDLER_THREADS + MAX_WAITING_CALLS,
         )
         # Raw bytes in and out (no (de)serializer): the decode pool parses the request.
-        method = grpc.unary_unary_rpc_method_handler(self._export)
-        service = grpc.method_handlers_generic_handler(_SERVICE.full_name, {"Export": method})
-        self._server.add_generic_rpc_handlers((service,))
+        # One Export per signal (TraceService, LogsService, MetricsService), all through routes.export.
+        services = tuple(
+            grpc.method_handlers_generic_handler(
+                s.service, {"Export": grpc.unary_unary_rpc_method_handler(partial(self._export, signal=s.name))}
+            )
+            for s in SIGNALS.values()
+        )
+        self._server.add_generic_rpc_handlers(services)
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             self.port = self._server.add_insecure_port(address)
@@ -94,14 +102,14 @@ class GrpcReceiver:
         """Refuse new calls; calls in flight get ``grace`` seconds to be answered (the writer still runs)."""
         self._server.stop(grace).wait()
 
-    def _export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+    def _export(self, request: bytes, context: grpc.ServicerContext, *, signal: str) -> bytes:
         c = self._collector
         metadata = dict(context.invocation_metadata())
         if not routes.authorized(c.config.token, metadata.get("authorization")):  # gRPC keeps keys lowercase
             reply = routes.otlp_error(PROTOBUF, 401, routes.UNAUTHORIZED)
         else:
             try:
-                reply = routes.export(c, PROTOBUF, request, None)  # gRPC has already inflated it
+                reply = routes.export(c, PROTOBUF, request, None, signal)  # gRPC has already inflated it
             except Exception:  # telemetry never crashes: the collector failed, not the body
                 log.exception("OTLP/gRPC export failed")
                 reply = routes.otlp_error(PROTOBUF, 503, "the collector failed; see its log", retry_after=5)

@@ -1,14 +1,15 @@
 """The OTLP/HTTP trace protocol, minus the sockets: media types, encodings, responses.
 
-Follows the OTLP/HTTP specification for ``POST /v1/traces``:
+Follows the OTLP/HTTP specification for ``POST /v1/traces`` (and ``/v1/logs``, ``/v1/metrics``:
+``.signals``):
 
 * ``Content-Type: application/x-protobuf`` (binary) or ``application/json``
   (OTLP/JSON); anything else is 415. The response uses the request's encoding.
 * ``Content-Encoding: gzip`` or ``deflate`` (zlib or raw) or none; the
   decompressed size is capped like the wire size (413), so a small compressed
   body cannot inflate into unbounded memory.
-* Success is 200 with an ``ExportTraceServiceResponse``; when some spans were
-  rejected it carries ``partial_success`` with the count and the first reasons.
+* Success is 200 with the signal's Export response (``ExportTraceServiceResponse``, …);
+  when some items were rejected it carries ``partial_success`` with the count and the first reasons.
 * Failures carry a ``google.rpc.Status`` body in the request's encoding.
 """
 
@@ -16,10 +17,10 @@ from __future__ import annotations
 
 import json
 import zlib
+from typing import Any
 
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from collector.otlp import decode_json, decode_protobuf
 from ledger.errors import InputError, MalformedInput
@@ -97,24 +98,30 @@ def decode_body(body: bytes, kind: str) -> list[SpanRecord]:
     return decode_protobuf(body) if kind == PROTOBUF else decode_json(body)
 
 
-def export_response(kind: str, rejected: list[str] | None = None, flagged: list[str] | None = None) -> bytes:
-    """The 200 body: an ExportTraceServiceResponse, with partial_success when spans were rejected.
+def export_response(
+    kind: str, rejected: list[str] | None = None, flagged: list[str] | None = None, signal: str = "traces"
+) -> bytes:
+    """The 200 body: the signal's Export response (``ExportTraceServiceResponse`` for traces), with
+    partial_success when items were rejected.
 
-    Spans kept with a part left out (usage flagged ``invalid_usage``, content not
-    stored) are named in ``error_message`` too, as the warning OTLP allows it to
-    carry with ``rejected_spans`` 0.
+    Items kept with a part left out (usage flagged ``invalid_usage``, content not
+    stored, log records of no known event) are named in ``error_message`` too, as the
+    warning OTLP allows it to carry with the rejected count 0.
     """
-    response = ExportTraceServiceResponse()
+    from .signals import SIGNALS  # the signals module imports this one
+
+    s = SIGNALS[signal]
+    response: Any = s.response()
     parts = []
     if rejected:
-        response.partial_success.rejected_spans = len(rejected)
-        parts.append(f"{len(rejected)} invalid span(s) rejected: {_listed(rejected)}")
+        setattr(response.partial_success, s.rejected_field, len(rejected))
+        parts.append(f"{len(rejected)} invalid {s.noun}(s) rejected: {_listed(rejected)}")
     if flagged:
-        parts.append(f"{len(flagged)} span(s) kept with a problem: {_listed(flagged)}")
+        parts.append(f"{len(flagged)} {s.noun}(s) kept with a problem: {_listed(flagged)}")
     if parts:
         response.partial_success.error_message = "; ".join(parts)
     if kind == PROTOBUF:
-        return response.SerializeToString()
+        return bytes(response.SerializeToString())
     return json_format.MessageToJson(response, indent=None).encode()
 
 

@@ -28,6 +28,7 @@ from . import budget_routes, quality_routes
 from .decode_pool import DecoderUnavailable
 from .otlp_http import JSON, BodyTooLarge, UnsupportedEncoding, decompress, export_response, status_body
 from .readers import ReaderBusy
+from .signals import SIGNALS, TRACES
 from .writer import QueueFull, RequestRejected, Ticket, WriterUnavailable
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ UNAUTHORIZED = "missing or wrong bearer token (Authorization: Bearer <TURNLEDGER
 
 ENDPOINTS = {
     "POST /v1/traces": "OTLP/HTTP trace export (application/x-protobuf or application/json; gzip, deflate)",
+    "POST /v1/logs": "OTLP/HTTP log export: the events turnledger reads (Claude Code's) become spans and charges",
+    "POST /v1/metrics": "OTLP/HTTP metric export: number points kept as a cross-check series, never charged",
     "GET /api/queries": "the named queries and their parameters",
     "GET /api/query/{name}": "run a named query; Arrow IPC stream, or ?format=json",
     "GET /api/context/{trace_id}/{span_id}": "the captured request payload of one model call",
@@ -110,12 +113,12 @@ def authorized(token: str | None, authorization: str | None) -> bool:
     return scheme.lower() == "bearer" and hmac.compare_digest(value.strip().encode(), token.encode())
 
 
-# --- POST /v1/traces, and OTLP/gRPC TraceService/Export ------------------------------------
+# --- POST /v1/traces|logs|metrics, and OTLP/gRPC TraceService|LogsService|MetricsService/Export --
 
 DECODE_SLOT_WAIT_S = 10  # a complete body waits this long for a decode slot before it is told to retry
 
 
-def export(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> Reply:
+def export(c: CollectorServer, kind: str, raw: bytes, encoding: str | None, signal: str = TRACES) -> Reply:
     """One OTLP export from a complete body to its answer, on the caller's thread (the gRPC
     listener's; the HTTP layer takes the same steps on its event loop, without a thread per
     waiting request): a decode slot shared by every listener, ``submit``, the wait for the commit.
@@ -127,13 +130,13 @@ def export(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> R
         return otlp_error(kind, 503, "collector is busy decoding other requests", retry_after=1, close=True)
     try:
         with c.writer.incoming():
-            outcome = submit(c, kind, raw, encoding)
+            outcome = submit(c, kind, raw, encoding, signal)
     finally:
         c.decode_slots.green_release()
-    return outcome if isinstance(outcome, Reply) else acknowledge(c, kind, outcome)
+    return outcome if isinstance(outcome, Reply) else acknowledge(c, kind, outcome, signal=signal)
 
 
-def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> Reply | Ticket:
+def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None, signal: str = TRACES) -> Reply | Ticket:
     """Inflate, decode and queue an export's body (read completely): the writer's ticket,
     or the reply when there is nothing to wait for (a bad body, a full queue, no spans).
 
@@ -145,21 +148,22 @@ def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> R
     cfg = c.config
     try:
         body = decompress(raw, encoding, cfg.max_decoded_bytes)
-        batch = c.decoder.prepare(body, kind)
+        batch = c.decoder.prepare(body, kind, signal)
         del body
     except (BodyTooLarge, RequestTooLarge) as exc:
         return otlp_error(kind, 413, str(exc))
     except UnsupportedEncoding as exc:
         return otlp_error(kind, 415, str(exc))
     except (MalformedInput, ValueError) as exc:
-        return otlp_error(kind, 400, f"not a valid OTLP ExportTraceServiceRequest, nothing written: {exc}")
+        request = SIGNALS[signal].request
+        return otlp_error(kind, 400, f"not a valid OTLP {request}, nothing written: {exc}")
     except DecoderUnavailable as exc:
         return otlp_error(kind, 503, str(exc), retry_after=1)
     except Exception as exc:  # a decoder bug this body found: logged, and never retried forever
         log.exception("decoding an OTLP body failed unexpectedly")
         return otlp_error(kind, 400, f"this body cannot be decoded, nothing written: {type(exc).__name__}: {exc}")
     if not batch.received:
-        return Reply(200, export_response(kind), kind)
+        return Reply(200, export_response(kind, flagged=batch.flagged, signal=signal), kind)
     try:
         return c.writer.submit_prepared(batch)
     except QueueFull as exc:
@@ -168,7 +172,9 @@ def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None) -> R
         return otlp_error(kind, 503, str(exc), retry_after=5)
 
 
-def acknowledge(c: CollectorServer, kind: str, ticket: Ticket, wait_s: float | None = None) -> Reply:
+def acknowledge(
+    c: CollectorServer, kind: str, ticket: Ticket, wait_s: float | None = None, *, signal: str = TRACES
+) -> Reply:
     """The export's answer once its spans are committed (200), or why they are not (503, 400).
 
     Waits for the commit on this thread up to ``wait_s`` (default: the configured ack timeout);
@@ -183,7 +189,7 @@ def acknowledge(c: CollectorServer, kind: str, ticket: Ticket, wait_s: float | N
         return otlp_error(kind, 400, str(exc))
     except WriterUnavailable as exc:
         return otlp_error(kind, 503, str(exc), retry_after=5)
-    return Reply(200, export_response(kind, accepted.rejected, accepted.flagged), kind)
+    return Reply(200, export_response(kind, accepted.rejected, accepted.flagged, signal), kind)
 
 
 # --- GET ------------------------------------------------------------------------------------

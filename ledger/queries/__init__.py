@@ -12,7 +12,7 @@ that name, refusing anything not registered.
 from __future__ import annotations
 
 # Each subject module's __all__ is exactly its builders, so the package re-exports them whole.
-from . import anomaly, budgets, compare, guards, health, meta, quality, runs, spend, tail
+from . import anomaly, budgets, compare, crosscheck, guards, health, meta, quality, runs, spend, tail
 from .anomaly import *  # noqa: F403
 from .budgets import *  # noqa: F403
 from .compare import *  # noqa: F403
@@ -30,6 +30,7 @@ from .core import (
     records,
     run,
 )
+from .crosscheck import *  # noqa: F403
 from .guards import *  # noqa: F403
 from .health import *  # noqa: F403
 from .meta import *  # noqa: F403
@@ -55,6 +56,7 @@ __all__ = [
 __all__ += anomaly.__all__
 __all__ += budgets.__all__
 __all__ += compare.__all__
+__all__ += crosscheck.__all__
 __all__ += guards.__all__
 __all__ += health.__all__
 __all__ += meta.__all__

@@ -22,6 +22,7 @@ BENCHMARKS = ROOT / "benchmarks"
 RUNS: dict[str, tuple[list[str], list[str]]] = {
     "dashboard_queries.py": (["--runs", "300"], ["slowest page:", "median (goal"]),
     "redaction.py": (["--rounds", "1", "--spans", "50"], ["µs/KB median"]),
+    "logs_ingest.py": (["--items", "300", "--repeats", "1"], ["logs / traces, committed"]),
     "context_store.py": (["--runs", "2", "--turns", "3"], ["captured calls", "rebuild one call's payload"]),
     "runs_rebuild.py": (["--chunks", "2", "--chunk-spans", "100"], ["runs rebuild vs ledger size"]),
     "visibility_lag.py": (["--requests", "3", "--runs-per-request", "1"], ["acknowledged -> queryable"]),

@@ -242,7 +242,9 @@ def test_failed_commit_is_503_and_nothing_of_the_batch_is_written(server, monkey
 
 
 def test_unknown_path_and_method(server):
-    assert request(f"{server.url}/v1/metrics", "POST", b"{}", {"Content-Type": "application/json"}).status == 404
+    assert request(f"{server.url}/v1/profiles", "POST", b"{}", {"Content-Type": "application/json"}).status == 404
+    # /v1/metrics and /v1/logs are served (tests/server/test_otlp_logs.py): a body that is none is a 400
+    assert request(f"{server.url}/v1/metrics", "POST", b"{}", {"Content-Type": "application/json"}).status == 400
     assert request(f"{server.url}/v1/traces", "PUT", b"{}").status == 405
 
 
