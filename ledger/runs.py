@@ -110,6 +110,7 @@ def _run_values() -> dict[str, str]:
         "retry_attempts": "coalesce(ch.retry_attempts, 0)",
         "unpriced_calls": "coalesce(ch.unpriced_calls, 0)",
         "invalid_usage_calls": "coalesce(ch.invalid_usage_calls, 0)",
+        "incomplete_usage_calls": "coalesce(ch.incomplete_usage_calls, 0)",
         "usd_total": f"coalesce({terms.usd_sum('ch')}, 0)",
         "models": "ch.models",
         **{column: f"sp.{column}" for column in _VERSION_KEYS},
@@ -145,6 +146,7 @@ ch AS (
            count(*) FILTER (WHERE c.attempt > 1) AS retry_attempts,
            count(*) FILTER (WHERE c.unpriced) AS unpriced_calls,
            count(*) FILTER (WHERE c.invalid_usage) AS invalid_usage_calls,
+           count(*) FILTER (WHERE c.incomplete_usage) AS incomplete_usage_calls,
            {term_sums},
            string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models
     FROM charges c JOIN t USING (trace_id) WHERE c.start_time >= $since GROUP BY c.trace_id
