@@ -81,7 +81,7 @@ def render() -> None:
         delta_color="gray",
         delta_arrow="off",
     )
-    c = st.columns(5)
+    c = st.columns(6)
     metric(
         c[0],
         "Step-cap stops",
@@ -113,6 +113,17 @@ def render() -> None:
         "Model calls whose reported token counts could not be taken (negative, not a number, past 10^9): "
         "those terms count $0 and the call is flagged, never silently free (turnledger report lists them).",
         delta="check the producer" if guards.get("invalid_usage_calls") else None,
+        delta_color="red",
+        delta_arrow="off",
+    )
+    metric(
+        c[5],
+        "Incomplete usage",
+        count(guards.get("incomplete_usage_calls")),
+        "Model calls that reported output but no input: the usage of part of the call (a stream whose "
+        "instrumentation kept only its last event). Charged as sent, so too little; never read as a cache break "
+        "(turnledger report lists them).",
+        delta="check the instrumentation" if guards.get("incomplete_usage_calls") else None,
         delta_color="red",
         delta_arrow="off",
     )
