@@ -64,6 +64,7 @@ from .spans import SpanRecord
 from .terms import split_cache_writes
 
 __all__ = [
+    "INCOMPLETE_TERMS",
     "SCOPE_CONVENTIONS",
     "ModelCall",
     "ScopeConvention",
@@ -74,6 +75,9 @@ __all__ = [
     "tenant_of",
 ]
 
+# The usage_terms of a copy whose usage is part of the call's: it reports usage (containment joins it,
+# ledger.dedup), yet any other copy of the call is charged before it, even one reporting none.
+INCOMPLETE_TERMS = -1
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 INCLUDES_CACHE = "includes_cache"
 EXCLUDES_CACHE = "excludes_cache"
@@ -385,7 +389,7 @@ def model_call(span: SpanRecord) -> ModelCall | None:
     tokens, convention, usage_terms = _tokens(span, a, None if shape is None else shape[1], bad)
     incomplete = _incomplete(tokens)
     if incomplete:
-        usage_terms = 0  # any copy of the call with its whole usage is charged before this one
+        usage_terms = INCOMPLETE_TERMS
     finish = _first(a, _FINISH_KEYS) or ""
     if isinstance(finish, (list, tuple)):
         finish = ",".join(str(f) for f in finish)
