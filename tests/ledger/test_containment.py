@@ -200,9 +200,8 @@ def test_any_permutation_and_split_charges_each_call_once_with_the_richest_usage
         for b in batches:
             write(con, [prepare(b)], copy_index=index)
     assert sorted(charged(con), key=lambda r: r[1]) == sorted(EXPECTED, key=lambda r: r[1])
-    assert con.execute("SELECT trace_id[1:1], model_calls, usd_total FROM runs WHERE model_calls > 0").fetchall() == [
-        ("a", 4, 3 * EXACT)
-    ]
+    # trace b holds only a copy charged in trace a: no run of $0
+    assert con.execute("SELECT trace_id[1:1], model_calls, usd_total FROM runs").fetchall() == [("a", 4, 3 * EXACT)]
     copies = dict(con.execute("SELECT span_id, duplicate_of FROM call_copies").fetchall())
     assert copies[_s(2, 3)] == _s(2, 1) and copies[_s(0, 3)] == _s(0, 1)  # the incomplete one and the far one
 
@@ -214,3 +213,14 @@ def test_two_spans_of_one_source_one_inside_the_other_are_two_calls_run_in_paral
                        inner.parent_span_id, inner.kind, attributes=inner.attributes, scope_name=OPENLLMETRY)  # fmt: skip
     ingest(con, [root(), outer, inner])
     assert [row[1] for row in charged(con)] == [_s(0, 2), _s(8, 2)]
+
+
+def test_a_trace_of_only_copies_charged_elsewhere_or_of_bookkeeping_is_no_run():
+    con = open_ledger(":memory:")
+    ingest(con, [openinference(0, trace="b")])  # first: charged, so a run
+    assert con.execute("SELECT trace_id[1:1], model_calls FROM runs").fetchall() == [("b", 1)]
+    created = SpanRecord(_t("c"), "c" * 16, "create_agent demo", T0, T0 + MS,
+                         attributes={"gen_ai.operation.name": "create_agent", "gen_ai.agent.name": "demo"},
+                         scope_name=OPENLLMETRY)  # fmt: skip
+    ingest(con, [root(), sdk(0), created])  # the richer copy takes the charge from trace b
+    assert con.execute("SELECT trace_id[1:1], model_calls, usd_total FROM runs").fetchall() == [("a", 1, EXACT)]
