@@ -224,3 +224,16 @@ def test_a_trace_of_only_copies_charged_elsewhere_or_of_bookkeeping_is_no_run():
                          scope_name=OPENLLMETRY)  # fmt: skip
     ingest(con, [root(), sdk(0), created])  # the richer copy takes the charge from trace b
     assert con.execute("SELECT trace_id[1:1], model_calls, usd_total FROM runs").fetchall() == [("a", 1, EXACT)]
+
+
+def test_prune_lists_a_trace_that_is_no_run_after_the_runs_before_the_cutoff():
+    from datetime import UTC, datetime
+
+    from ledger.retention import traces_before
+
+    con = open_ledger(":memory:")
+    ingest(con, [openinference(0, trace="b")])
+    ingest(con, [root(), sdk(0)])  # trace b is no run now: its copy is charged in trace a
+    cutoff = datetime.fromtimestamp((T0 + 20_000 * MS) / 1e9, UTC).replace(tzinfo=None)
+    assert traces_before(con, cutoff) == [_t("a"), _t("b")]
+    assert traces_before(con, datetime.fromtimestamp(T0 / 1e9 - 60, UTC).replace(tzinfo=None)) == []
