@@ -183,11 +183,13 @@ FROM t JOIN sp USING (trace_id)
 LEFT JOIN root USING (trace_id) LEFT JOIN ch USING (trace_id) LEFT JOIN ge USING (trace_id)
 WHERE sp.own_spans > 0
 """
-# The touched traces that are no run (any more): their rows go (the INSERT above leaves them be).
+# The touched traces that are no run (any more): their rows go (the INSERT above leaves them be). A
+# runs row's spans all start at or after its started_at, so $since (no later than it) bounds the read.
 _NOT_RUNS = f"""
-DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched) AND NOT EXISTS (
-    SELECT 1 FROM spans s LEFT JOIN call_copies cc ON cc.trace_id = s.trace_id AND cc.span_id = s.span_id
-    WHERE s.trace_id = runs.trace_id AND {OWN_SPAN})
+DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched) AND trace_id NOT IN (
+    SELECT s.trace_id FROM spans s JOIN _touched t USING (trace_id)
+    LEFT JOIN call_copies cc ON cc.trace_id = s.trace_id AND cc.span_id = s.span_id AND cc.start_time >= $since
+    WHERE s.start_time >= $since AND {OWN_SPAN})
 """
 
 
@@ -232,7 +234,7 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
     if on_lake:  # what INSERT OR REPLACE does by the key
         con.execute("DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)")
     else:  # a trace that stopped being a run (its call's charge moved to another trace's copy)
-        con.execute(_NOT_RUNS)
+        con.execute(_NOT_RUNS.replace("$since", bound))
     con.execute(sql.replace("$since", bound))
 
 
