@@ -13,6 +13,8 @@ comparison and ``turnledger context``/``diff``:
                     cacheable length (price book ``[cache_minimum]``): the provider ignores it
 ``no breakpoint``   the request marks no ``cache_control``: nothing can be cached
 ``not cached``      nothing read or written, and no captured payload to say why
+``incomplete``      the usage reported is part of the call's (charge flagged ``incomplete_usage``):
+                    not judged, and not what the next call is judged against
 ==================  ===========================================================================
 
 ``diagnose`` gives them for a run: ``check_cache`` judges from usage alone;
@@ -35,6 +37,7 @@ __all__ = [
     "BELOW_MINIMUM",
     "BROKEN",
     "CACHED",
+    "INCOMPLETE",
     "NOT_CACHED",
     "NO_BREAKPOINT",
     "PREFIX_CHANGED",
@@ -51,6 +54,7 @@ __all__ = [
 ]
 
 CACHED, WRITTEN, BROKEN, PREFIX_CHANGED = "cached", "written", "broken", "prefix changed"
+INCOMPLETE = "incomplete"
 BELOW_MINIMUM, NO_BREAKPOINT, NOT_CACHED = "below minimum", "no breakpoint", "not cached"
 UNUSED = (BELOW_MINIMUM, NO_BREAKPOINT, NOT_CACHED)  # verdicts of a call that used no cache at all
 
@@ -122,6 +126,12 @@ def check_cache(turns: Iterable[Mapping[str, Any]]) -> list[CacheCheck]:
     previous: dict[tuple[Any, Any], Mapping[str, Any]] = {}
     for row in turns:
         read, write, turn = int(row.get("cache_read_tokens") or 0), _written(row), int(row["turn"])
+        if row.get("incomplete_usage"):
+            # Usage from part of the call (a stream's last event: output, no input) says nothing of the
+            # cache; judged on it, the next call would "break" a cache that never stopped working.
+            note = "usage reported is part of the call's (no input tokens): the cache cannot be judged from it"
+            out.append(CacheCheck(turn, INCOMPLETE, 0, read, note))
+            continue
         prev = previous.get(_key(row))
         previous[_key(row)] = row
         expected = int(prev.get("cache_read_tokens") or 0) + _written(prev) if prev is not None else 0
@@ -167,7 +177,7 @@ def merge_prefix_findings(checks: list[CacheCheck], changes: Mapping[int, Prefix
     out = []
     for check in checks:
         change = changes.get(check.turn)
-        if change is None or check.status in UNUSED:
+        if change is None or check.status in UNUSED or check.status == INCOMPLETE:
             out.append(check)
             continue
         where = f"{change.path or change.part}: {change.what}"

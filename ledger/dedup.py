@@ -10,7 +10,15 @@ arriving minutes after it, ends in the same single charge:
 1. nesting: a copy directly under another model-call copy of the same model,
    overlapping in time and without two different response ids, takes one key
    with it (the most specific of the two; the stored copies of the other key
-   are re-keyed);
+   are re-keyed); then containment: where no id or parent joins them, a copy
+   reporting usage whose interval lies inside another's, of the same model and
+   trace, is the same call (a framework's span around the SDK's sibling span:
+   OpenInference does not make its span current, so the SDK's is no child of it).
+   An outer copy takes at most one inner call (the tightest fit, then the
+   richest usage); copies reporting no usage (failed attempts) are never joined
+   this way, so retries stay their own charges, nor two copies from one
+   instrumentation scope (a source reports a call once: two of its spans, one
+   inside the other, are two calls run in parallel);
 2. the copies of each key are split into islands of overlapping times; in each
    island the best copy is charged and the others name it in ``duplicate_of``;
 3. a stored charge whose copy is no longer the charged one is deleted (its
@@ -252,15 +260,22 @@ def _charge(
 ) -> Charged:
     key_set = set(keys)
     span_ids, parent_ids = copies["span_id"].to_pylist(), copies["parent_span_id"].to_pylist()
-    if not stored and len(key_set) == len(keys) and set(parent_ids).isdisjoint(span_ids):
-        return Charged(copies, charges)  # the common case: nothing to group (no copy under another)
+    if (
+        not stored and len(key_set) == len(keys) and set(parent_ids).isdisjoint(span_ids)
+        and not _contains_any(traces, copies)
+    ):  # fmt: skip
+        return Charged(copies, charges)  # the common case: nothing to group (no copy under or inside another)
     ids = set(zip(traces, span_ids, strict=True))
     parents = set(zip(traces, parent_ids, strict=True))
     # A parent or child of a batch copy, or a copy of one of its calls.
-    related = [r for r in stored if r[3] in key_set or (r[0], r[1]) in parents or (r[0], r[2]) in ids]
-    if not related and len(key_set) == len(keys) and not (parents & ids):
-        return Charged(copies, charges)
     batch = [_Copy(*row) for row in _rows(copies)]
+    spans = _Intervals(batch)
+    related = [
+        r for r in stored
+        if r[3] in key_set or (r[0], r[1]) in parents or (r[0], r[2]) in ids or spans.meets(_Copy(*r))
+    ]  # fmt: skip
+    if not related and len(key_set) == len(keys) and not (parents & ids) and not _contained(batch):
+        return Charged(copies, charges)
     old = {c.id: c for c in (_Copy(*row) for row in related)}
     more = {c.key for c in old.values()} - set(keys)  # keys the batch may join through nesting
     if more:
@@ -299,8 +314,8 @@ def _rows(copies: pa.Table) -> Iterable[tuple[Any, ...]]:
 
 
 def _decide(copies: dict[tuple[str, str], _Copy]) -> dict[tuple[str, str], _Copy]:
-    """Every copy with its final key (nesting, step 1) and its mark (islands, step 2)."""
-    rekey = _nesting_keys(copies.values(), copies)
+    """Every copy with its final key (nesting and containment, step 1) and its mark (islands, step 2)."""
+    rekey = _containment_keys(copies.values(), _nesting_keys(copies.values(), copies))
     by_key: dict[str, list[_Copy]] = defaultdict(list)
     for c in copies.values():
         by_key[rekey.get(c.key, c.key)].append(c)
@@ -344,6 +359,111 @@ def _nesting_keys(copies: Iterable[_Copy], by_id: dict[tuple[str, str], _Copy]) 
             first, second = sorted((a, b), key=_specificity)
             parent[second] = first
     return {key: root(key) for key in parent}
+
+
+def _reports_usage(c: _Copy) -> bool:
+    return c.usage_terms != 0  # INCOMPLETE_TERMS (< 0) reports usage too
+
+
+def _inside(inner: _Copy, outer: _Copy) -> bool:
+    """``inner``'s interval within ``outer``'s (equal intervals: only the smaller id is inside)."""
+    if not (outer.start <= inner.start and inner.end <= outer.end):
+        return False
+    return (inner.start, inner.end) != (outer.start, outer.end) or inner.id < outer.id
+
+
+def _containable(inner: _Copy, outer: _Copy) -> bool:
+    return (
+        inner.trace_id == outer.trace_id and inner.model == outer.model and inner.scope != outer.scope
+        and _reports_usage(inner) and _reports_usage(outer) and _inside(inner, outer)
+    )  # fmt: skip
+
+
+def _inside_pairs(copies: Iterable[_Copy]) -> list[tuple[_Copy, _Copy]]:
+    """(inner, outer) of every containable pair, found by a sweep per trace and model (calls in
+    sequence never overlap, so each copy is compared with the few that overlap it)."""
+    groups: dict[tuple[str, str], list[_Copy]] = defaultdict(list)
+    for c in copies:
+        if _reports_usage(c):
+            groups[(c.trace_id, c.model)].append(c)
+    pairs = []
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=lambda c: (c.start, -c.end, c.trace_id, c.span_id))
+        for n, outer in enumerate(group):
+            for inner in group[n + 1 :]:
+                if inner.start > outer.end:
+                    break
+                if inner.scope == outer.scope:
+                    continue  # one source reports a call once: two of its spans are two calls (run in parallel)
+                for a, b in ((inner, outer), (outer, inner)):
+                    if _inside(a, b):
+                        pairs.append((a, b))
+    return pairs
+
+
+def _contained(batch: list[_Copy]) -> bool:
+    return bool(_inside_pairs(batch))
+
+
+def _contains_any(traces: list[str], copies: pa.Table) -> bool:
+    """Whether two of the batch's copies may be containable (cheap: only a trace holding two is looked at)."""
+    if len(set(traces)) == len(traces):
+        return False
+    return _contained([_Copy(*row) for row in _rows(copies)])
+
+
+class _Intervals:
+    """The batch's copies by trace and model, to find a stored copy inside or around one of them."""
+
+    def __init__(self, batch: list[_Copy]) -> None:
+        self.by: dict[tuple[str, str], list[_Copy]] = defaultdict(list)
+        for c in batch:
+            if _reports_usage(c):
+                self.by[(c.trace_id, c.model)].append(c)
+
+    def meets(self, stored: _Copy) -> bool:
+        return any(
+            _containable(stored, c) or _containable(c, stored) for c in self.by.get((stored.trace_id, stored.model), ())
+        )
+
+
+def _containment_keys(copies: Iterable[_Copy], rekey: dict[str, str]) -> dict[str, str]:
+    """``rekey`` (key -> the key it joins) with the joins containment adds: each outer copy takes the
+    inner one that fits it tightest (then the richest, then by ids), unless it holds a call already."""
+    parent = dict(rekey)
+
+    def root(key: str) -> str:
+        while key in parent:
+            key = parent[key]
+        return key
+
+    pairs = _inside_pairs(copies)
+    if not pairs:
+        return rekey
+    groups: dict[str, list[_Copy]] = defaultdict(list)
+    for c in copies:
+        groups[root(c.key)].append(c)
+    # An outer copy whose own key joins a copy inside it (by id or nesting) holds that call already.
+    taken_outer = {
+        o.id for _, o in pairs if any(c is not o and _reports_usage(c) and _inside(c, o) for c in groups[root(o.key)])
+    }
+    taken_inner: set[tuple[str, str]] = set()
+    ranked = sorted(pairs, key=lambda p: ((p[1].end - p[1].start) - (p[0].end - p[0].start), p[0].rank(), p[1].id))
+    for inner, outer in ranked:
+        a, b = root(inner.key), root(outer.key)
+        if a == b or outer.id in taken_outer or inner.id in taken_inner or _different_responses(a, b):
+            continue
+        first, second = sorted((a, b), key=_specificity)
+        parent[second] = first
+        taken_outer.add(outer.id)
+        taken_inner.add(inner.id)
+    return {key: root(key) for key in parent}
+
+
+def _different_responses(a: str, b: str) -> bool:
+    return a.startswith(_RESPONSE) and b.startswith(_RESPONSE) and a != b
 
 
 def _same_call(child: _Copy, up: _Copy) -> bool:

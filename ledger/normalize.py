@@ -57,13 +57,14 @@ from functools import lru_cache
 from typing import Any
 
 from . import conventions as c
-from .captured import json_value
+from . import framework_usage
 from .limits import MAX_ATTEMPT, MAX_TOKENS
 from .pricing import TokenCounts
 from .spans import SpanRecord
 from .terms import split_cache_writes
 
 __all__ = [
+    "INCOMPLETE_TERMS",
     "SCOPE_CONVENTIONS",
     "ModelCall",
     "ScopeConvention",
@@ -74,6 +75,9 @@ __all__ = [
     "tenant_of",
 ]
 
+# The usage_terms of a copy whose usage is part of the call's: it reports usage (containment joins it,
+# ledger.dedup), yet any other copy of the call is charged before it, even one reporting none.
+INCOMPLETE_TERMS = -1
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 INCLUDES_CACHE = "includes_cache"
 EXCLUDES_CACHE = "excludes_cache"
@@ -125,6 +129,28 @@ SCOPE_CONVENTIONS: tuple[ScopeConvention, ...] = (
         source="Claude Code 2.1.197 api_request: input_tokens is the API's usage.input_tokens, beside "
         "cache_read_tokens and cache_creation_tokens",
     ),
+    ScopeConvention(
+        "pydantic-ai",
+        True,
+        source="pydantic-ai 1.x/2.x: gen_ai.usage.input_tokens is RequestUsage.input_tokens, cache reads and writes "
+        "included (gen_ai.usage.details.input_tokens is Anthropic's raw, excluding count)",
+    ),
+    ScopeConvention(
+        framework_usage.LITELLM_SCOPE,
+        True,
+        source="LiteLLM integrations/opentelemetry.py: gen_ai.usage.input_tokens = usage.prompt_tokens, cache "
+        "included (its raw_gen_ai_request span is read by ledger.framework_usage, excluding)",
+    ),
+    ScopeConvention(
+        "openinference.instrumentation.langchain",
+        True,
+        source="OpenInference langchain: llm.token_count.prompt = usage_metadata.input_tokens, LangChain's total input",
+    ),
+    ScopeConvention(
+        "opentelemetry.instrumentation.langchain",
+        True,
+        source="OpenLLMetry langchain 0.62: gen_ai.usage.input_tokens = usage_metadata.input_tokens (total input)",
+    ),
 )
 
 
@@ -158,17 +184,24 @@ _CACHE_READ = (
     "gen_ai.usage.cache_read_input_tokens",  # deprecated spelling (OpenLLMetry < 0.4x)
     "llm.token_count.prompt_details.cache_read",
     "llm.token_count.prompt_details.cache_input",  # OpenInference: "prompt tokens that were cached"
+    # pydantic-ai's details namespace (its usage object's fields and the provider's own names); 1.x
+    # sends only these, 2.x the GenAI names above too (pydantic_ai/usage.py: opentelemetry_attributes)
+    "gen_ai.usage.details.cache_read_tokens",
+    "gen_ai.usage.details.cache_read_input_tokens",
 )
 _CACHE_WRITE = (
     c.CACHE_CREATION_INPUT_TOKENS,  # gen_ai.usage.cache_creation.input_tokens
     "gen_ai.usage.cache_write.input_tokens",  # newer spelling (opentelemetry-util-genai)
     "gen_ai.usage.cache_creation_input_tokens",  # deprecated spelling
     "llm.token_count.prompt_details.cache_write",
+    "gen_ai.usage.details.cache_write_tokens",  # pydantic-ai, as for reads above
+    "gen_ai.usage.details.cache_creation_input_tokens",
 )
 # The TTL split of the writes above (the SDK's names; our spans use them too). The total keeps
 # meaning every write: an including source added the total, not the split, to its input count.
-_CACHE_WRITE_1H = (c.CACHE_CREATION_1H_INPUT_TOKENS,)
-_CACHE_WRITE_5M = (c.CACHE_CREATION_5M_INPUT_TOKENS,)
+# pydantic-ai keeps Anthropic's split only in its details namespace.
+_CACHE_WRITE_1H = (c.CACHE_CREATION_1H_INPUT_TOKENS, "gen_ai.usage.details.ephemeral_1h_input_tokens")
+_CACHE_WRITE_5M = (c.CACHE_CREATION_5M_INPUT_TOKENS, "gen_ai.usage.details.ephemeral_5m_input_tokens")
 _REASONING = (
     c.REASONING_OUTPUT_TOKENS,
     "llm.token_count.completion_details.reasoning",
@@ -213,6 +246,9 @@ class ModelCall:
     # How many usage terms the span reports (input, output, cache read, cache write,
     # reasoning, the cache-write TTL split): which copy of a billed call is charged.
     usage_terms: int = 0
+    # Why the usage is a part of the call's ("" when whole): charged as sent, flagged
+    # incomplete_usage, and never read as a cache break (ledger.cache_diagnosis).
+    incomplete_usage: str = ""
 
 
 def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
@@ -283,6 +319,8 @@ def tenant_of(span: SpanRecord) -> str | None:
 
 def is_model_call(span: SpanRecord) -> bool:
     attrs = span.attributes
+    if framework_usage.stamped_by_litellm(span):
+        return False  # LiteLLM's attributes of its latest call on an application's span: its raw spans are the calls
     op = attrs.get(c.OPERATION_NAME)
     if op is not None:
         return op in MODEL_CALL_OPERATIONS
@@ -292,14 +330,18 @@ def is_model_call(span: SpanRecord) -> bool:
     request_type = attrs.get(_LEGACY_REQUEST_TYPE)
     if request_type is not None:
         return str(request_type).lower() in MODEL_CALL_OPERATIONS
+    if framework_usage.is_framework_call(span):
+        return True
     return any(k in attrs for k in _TOKEN_KEYS) and bool(_first(attrs, _MODEL_KEYS))
 
 
-def _tokens(span: SpanRecord, bad: list[str]) -> tuple[TokenCounts, str, int]:
-    """The span's tokens by term, how its input count was read, and how many usage terms it reports."""
-    a = span.attributes
+def _tokens(
+    span: SpanRecord, a: Mapping[str, Any], shape_includes: bool | None, bad: list[str]
+) -> tuple[TokenCounts, str, int]:
+    """The span's tokens by term (read from ``a``: its attributes, with its framework's own usage
+    added), how its input count was read, and how many usage terms it reports."""
     read, write, reasoning = _count(a, _CACHE_READ, bad), _count(a, _CACHE_WRITE, bad), _count(a, _REASONING, bad)
-    known = input_includes_cache(span.scope_name, span.scope_version)
+    known = input_includes_cache(span.scope_name, span.scope_version) if shape_includes is None else shape_includes
     if c.INPUT_TOKENS in a:
         reported, out = _count(a, _INPUT, bad), _count(a, _OUTPUT, bad)
         includes = True if known is None else known  # the current conventions say: included
@@ -346,8 +388,14 @@ def model_call(span: SpanRecord) -> ModelCall | None:
     if not is_model_call(span):
         return None
     a = span.attributes
+    shape = framework_usage.overlay(span)
+    if shape is not None:
+        a = {**a, **shape[0]}
     bad: list[str] = []
-    tokens, convention, usage_terms = _tokens(span, bad)
+    tokens, convention, usage_terms = _tokens(span, a, None if shape is None else shape[1], bad)
+    incomplete = _incomplete(tokens)
+    if incomplete:
+        usage_terms = INCOMPLETE_TERMS
     finish = _first(a, _FINISH_KEYS) or ""
     if isinstance(finish, (list, tuple)):
         finish = ",".join(str(f) for f in finish)
@@ -363,24 +411,42 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         finish_reason=str(finish),
         invalid_usage="; ".join(bad),
         usage_terms=usage_terms,
+        incomplete_usage=incomplete,
     )
+
+
+def _incomplete(tokens: TokenCounts) -> str:
+    """Why usage as reported cannot be a whole call's ("" when it can): an answer needs a prompt.
+
+    A streamed call whose instrumentation kept only the final ``message_delta``
+    (LangChain's classic shape) reports output and no input at all; charging it
+    as sent would bill the output alone, and read as a cache that stopped working.
+    """
+    t = tokens.by_term
+    if t["output"] > 0 and t["uncached_input"] + t["cache_read"] + t["cache_write"] + t["cache_write_1h"] == 0:
+        return f"output {t['output']} with no input tokens: the usage of part of the call (a stream's last event)"
+    return ""
 
 
 # --- which billed call a model-call span reports (ledger.billed) ---------------------------------
 _REQUEST_ID = "anthropic.request.id"  # the anthropic SDK's spans: the API's request-id header
-_OPENINFERENCE_OUTPUT = "output.value"
+# Claude Code's name for it; read on its spans only: elsewhere a "request_id" may be the
+# application's (one HTTP request making several calls), which must not join them.
+_CLAUDE_CODE_REQUEST_ID = "request_id"
 
 
 def response_ids(span: SpanRecord) -> tuple[str, str]:
     """The provider's (response id, request id) a model-call span reports; "" where it has none.
 
-    OpenInference records no id attribute: the response id is the ``id`` of the
-    SDK's returned message, which it keeps as JSON in ``output.value``.
+    OpenInference records no id attribute: the response id is inside the JSON it
+    keeps in ``output.value`` (``ledger.framework_usage.nested_response_id``), as
+    on LiteLLM's raw-request span.
     """
     a = span.attributes
     response = a.get(c.RESPONSE_ID)
-    if not response and _OPENINFERENCE_OUTPUT in a:
-        output = json_value(a[_OPENINFERENCE_OUTPUT])
-        response = output.get("id") if isinstance(output, dict) else None
+    if not response or not isinstance(response, str):
+        response = framework_usage.nested_response_id(span)
     request = a.get(_REQUEST_ID)
-    return (response if isinstance(response, str) else ""), (request if isinstance(request, str) else "")
+    if request is None and span.name == framework_usage.CLAUDE_CODE_REQUEST_SPAN:
+        request = a.get(_CLAUDE_CODE_REQUEST_ID)
+    return response, (request if isinstance(request, str) else "")

@@ -80,11 +80,13 @@ def build_report(
         "budget_stop_rate": guards["budget_stop_rate"],
         "unpriced_calls": guards["unpriced_calls"],
         "invalid_usage_calls": guards["invalid_usage_calls"],
+        "incomplete_usage_calls": guards["incomplete_usage_calls"],
         "stop_causes": rows(q.stop_causes),
         "models": rows(q.model_attribution),
         "call_sites": rows(q.call_site_attribution),
         "unpriced": rows(q.unpriced_models),
         "invalid_usage": rows(q.invalid_usage_charges),
+        "incomplete_usage": rows(q.incomplete_usage_charges),
         "long_tail": long_tail,
         "cost_anomalies": {
             "factor": q.ANOMALY_FACTOR,
@@ -225,5 +227,12 @@ def format_report(r: dict[str, Any]) -> str:
             f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): "
             f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
             for u in r["invalid_usage"]
+        ]
+    if r["incomplete_usage"]:
+        lines += ["", "INCOMPLETE USAGE (output with no input: part of the call's usage, charged as sent, too little):"]
+        lines += [
+            f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): "
+            f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
+            for u in r["incomplete_usage"]
         ]
     return "\n".join(lines)

@@ -221,7 +221,8 @@ def _charge_row(_terms: tuple[terms.PriceTerm, ...]) -> Callable[..., tuple[Any,
         "error_type": f"s.attributes.get({c.ERROR_TYPE!r})", "finish_reason": "call.finish_reason",
         "reasoning_tokens": "call.tokens.reasoning", "unpriced": "priced.unpriced", "price_source": "priced.source",
         "price_version": "priced.version", "token_convention": "call.convention",
-        "invalid_usage": "call.invalid_usage != ''", "ttft_ms": "ttft_ms(s, operation(s))",
+        "invalid_usage": "call.invalid_usage != ''", "incomplete_usage": "call.incomplete_usage != ''",
+        "ttft_ms": "ttft_ms(s, operation(s))",
     }  # fmt: skip
     for t in terms.TERMS:
         values[t.tokens_column] = f"tokens[{t.key!r}]"
@@ -368,6 +369,8 @@ class _RowBuilder:
                 self.unpriced.add(f"{call.provider or '?'}/{call.model or '?'}")
             if call.invalid_usage:
                 self.flagged.append(f"{s.trace_id}/{s.span_id}: invalid_usage: {call.invalid_usage}")
+            if call.incomplete_usage:
+                self.flagged.append(f"{s.trace_id}/{s.span_id}: incomplete_usage: {call.incomplete_usage}")
             self.charges.append(charge)
             self.copies.append(copy)
 

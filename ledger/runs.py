@@ -1,4 +1,10 @@
-"""The derived ``runs`` table: one row per trace, rebuilt from its spans, charges and guard events.
+"""The derived ``runs`` table: one row per run, rebuilt from its trace's spans, charges and guard events.
+
+A run is an agent's invocation, not every trace that exists: a trace is a run when it holds a
+span of its own (``OWN_SPAN``), and not when all it holds is copies of billed calls charged in
+another trace (the anthropic SDK's span of a call a framework traced elsewhere) or a framework's
+bookkeeping (OpenLLMetry's ``create_agent`` span: an agent was built, none ran). Such a trace has
+no runs row (it would count as a run of $0); its spans stay, and its copies name the charged one.
 
 ``ledger.write`` rebuilds the runs an ingest touches in the same transaction,
 or leaves them in ``runs_pending`` for a server under load to rebuild many
@@ -24,6 +30,8 @@ from .tables import table
 from .terms import PriceTerm
 
 __all__ = [
+    "BOOKKEEPING_OPERATIONS",
+    "OWN_SPAN",
     "STEP_CAP_SHAPE",
     "defer",
     "earliest",
@@ -37,6 +45,16 @@ __all__ = [
 # The harness reports its step limit as a loop trip of this shape (a halt); runs count it as a
 # step-cap halt, apart from the loop detector's own trips (repeat, cycle, stall).
 STEP_CAP_SHAPE = "step_cap"
+
+
+# Operations that record a framework's bookkeeping, not work: a trace of only these is no run.
+BOOKKEEPING_OPERATIONS = ("create_agent",)
+# A span that makes its trace a run (over ``spans s`` LEFT JOIN ``call_copies cc`` on the span): not
+# bookkeeping, and not a copy of a billed call charged in another trace.
+OWN_SPAN = (
+    f"s.operation IS DISTINCT FROM '{BOOKKEEPING_OPERATIONS[0]}' "
+    "AND (cc.duplicate_of IS NULL OR cc.duplicate_of_trace = s.trace_id)"
+)
 
 
 def _attr(alias: str, key: str) -> str:
@@ -107,6 +125,7 @@ def _run_values() -> dict[str, str]:
         "retry_attempts": "coalesce(ch.retry_attempts, 0)",
         "unpriced_calls": "coalesce(ch.unpriced_calls, 0)",
         "invalid_usage_calls": "coalesce(ch.invalid_usage_calls, 0)",
+        "incomplete_usage_calls": "coalesce(ch.incomplete_usage_calls, 0)",
         "usd_total": f"coalesce({terms.usd_sum('ch')}, 0)",
         "models": "ch.models",
         **{column: f"sp.{column}" for column in _VERSION_KEYS},
@@ -133,8 +152,11 @@ sp AS (
            count(*) FILTER (WHERE s.status_code = 'ERROR') AS error_spans,
            {tools} AS tools,
            any_value(json_extract_string(s.resource, '$."service.name"')) AS service_name,
+           count(*) FILTER (WHERE {own_span}) AS own_spans,
            {versions}
-    FROM spans s JOIN t USING (trace_id) WHERE s.start_time >= $since GROUP BY s.trace_id
+    FROM spans s JOIN t USING (trace_id)
+    LEFT JOIN call_copies cc ON cc.trace_id = s.trace_id AND cc.span_id = s.span_id AND cc.start_time >= $since
+    WHERE s.start_time >= $since GROUP BY s.trace_id
 ),
 ch AS (
     SELECT c.trace_id, count(*) AS model_calls,
@@ -142,6 +164,7 @@ ch AS (
            count(*) FILTER (WHERE c.attempt > 1) AS retry_attempts,
            count(*) FILTER (WHERE c.unpriced) AS unpriced_calls,
            count(*) FILTER (WHERE c.invalid_usage) AS invalid_usage_calls,
+           count(*) FILTER (WHERE c.incomplete_usage) AS incomplete_usage_calls,
            {term_sums},
            string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models,
            arg_max(nullif(c.finish_reason, ''), c.start_time) AS last_finish_reason
@@ -156,6 +179,15 @@ ge AS (
 SELECT {values}
 FROM t JOIN sp USING (trace_id)
 LEFT JOIN root USING (trace_id) LEFT JOIN ch USING (trace_id) LEFT JOIN ge USING (trace_id)
+WHERE sp.own_spans > 0
+"""
+# The touched traces that are no run (any more): their rows go (the INSERT above leaves them be). A
+# runs row's spans all start at or after its started_at, so $since (no later than it) bounds the read.
+_NOT_RUNS = f"""
+DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched) AND trace_id NOT IN (
+    SELECT s.trace_id FROM spans s JOIN _touched t USING (trace_id)
+    LEFT JOIN call_copies cc ON cc.trace_id = s.trace_id AND cc.span_id = s.span_id AND cc.start_time >= $since
+    WHERE s.start_time >= $since AND {OWN_SPAN})
 """
 
 
@@ -169,6 +201,7 @@ def _refresh_sql(_terms: tuple[PriceTerm, ...], verb: str = "INSERT OR REPLACE")
         columns=", ".join(runs.names),
         soft_failure=SOFT_FAILURE,
         tools=tools_used("s"),
+        own_span=OWN_SPAN,
         term_sums=",\n           ".join(sums),
         loop_trip=c.EVENT_LOOP_TRIP,
         step_cap=STEP_CAP_SHAPE,
@@ -198,8 +231,10 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
     bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
     for statement in loops.rebuild_detected_sql():  # the loops seen in the spans, before the runs count them
         con.execute(statement.replace("$since", bound))
-    if on_lake:  # what INSERT OR REPLACE does by the key: every touched trace has spans, so its row comes back
+    if on_lake:  # what INSERT OR REPLACE does by the key
         con.execute("DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)")
+    else:  # a trace that stopped being a run (its call's charge moved to another trace's copy)
+        con.execute(_NOT_RUNS.replace("$since", bound))
     con.execute(sql.replace("$since", bound))
 
 

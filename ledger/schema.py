@@ -340,6 +340,13 @@ def _v6_invalid_usage(con: duckdb.DuckDBPyConnection) -> None:
     _alter_indexed(con, "runs", _add_not_null("runs", "invalid_usage_calls", "INTEGER", "0"))
 
 
+def _v21_incomplete_usage(con: duckdb.DuckDBPyConnection) -> None:
+    """Charges whose usage is only part of the call's (output with no input: a stream's last event)
+    are flagged, and runs count them, as invalid usage is: charged as sent, listed, never a cache break."""
+    _alter_indexed(con, "charges", _add_not_null("charges", "incomplete_usage", "BOOLEAN", "false"))
+    _alter_indexed(con, "runs", _add_not_null("runs", "incomplete_usage_calls", "INTEGER", "0"))
+
+
 def _v10_content_refs(con: duckdb.DuckDBPyConnection) -> None:
     """Responses, tool arguments and results leave the span's attributes for the content store
     (``ledger.content``): a span keeps references to them, a model call's answer hangs off its
@@ -601,6 +608,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (18, "the tools each run called", _v18_tools_used),
     (19, "content blocks per run; contexts found by trace", _V19_RUN_BLOCKS),
     (20, "producers' metric points, a cross-check series", _V20_METRIC_POINTS),
+    (21, "incomplete usage flag", _v21_incomplete_usage),
     (25, "tool call fingerprints for loops seen in spans", _v25_call_fingerprints),
 ]
 

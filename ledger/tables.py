@@ -125,10 +125,11 @@ def _later_terms() -> tuple[Column, ...]:
 _APPENDED = {
     # 9: links, redacted; 10: references to moved content; 15, 25: health facts decided at ingest (ledger.health_columns)
     "spans": _columns("links JSON, content_refs JSON, tool VARCHAR, soft_failure BOOLEAN, call_fingerprint VARCHAR"),
-    "charges": _columns("invalid_usage BOOLEAN, ttft_ms DOUBLE"),  # 6: usage not taken as reported; 15: first token
-    "runs": _columns(  # 6, 12; 15: errored spans; 16: the version dimensions resources carry; 18: the tools it called
+    # 6: usage not taken as reported; 15: first token; 21: usage that is part of the call's
+    "charges": _columns("invalid_usage BOOLEAN, ttft_ms DOUBLE, incomplete_usage BOOLEAN"),
+    "runs": _columns(  # 6, 12; 15: errored spans; 16: the version dimensions resources carry; 18: the tools it called; 21
         "invalid_usage_calls INTEGER, step_cap_halts INTEGER, error_spans INTEGER, service_version VARCHAR, "
-        "environment VARCHAR, variant VARCHAR, tools VARCHAR[]"
+        "environment VARCHAR, variant VARCHAR, tools VARCHAR[], incomplete_usage_calls INTEGER"
     ),
 }
 

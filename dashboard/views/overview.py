@@ -81,21 +81,21 @@ def render() -> None:
         delta_color="gray",
         delta_arrow="off",
     )
-    c = st.columns(5)
+    guard_row = st.columns(6)
     metric(
-        c[0],
+        guard_row[0],
         "Step-cap stops",
         pct(guards.get("step_cap_rate")),
         "Share of runs stopped by the step limit (stop cause max_steps).",
     )
     metric(
-        c[1],
+        guard_row[1],
         "Budget stops",
         pct(guards.get("budget_stop_rate")),
         "Share of runs stopped because a hard budget ran out (stop cause budget_exceeded).",
     )
     metric(
-        c[2],
+        guard_row[2],
         "Unpriced calls",
         count(guards.get("unpriced_calls")),
         "Model calls whose model has no known price: counted at $0 until priced (see Models & prices).",
@@ -104,15 +104,29 @@ def render() -> None:
         delta_arrow="off",
     )
     metric(
-        c[3], "Mean cost per run", usd(cost.get("mean_usd")), "Shown for comparison only: the mean hides the long tail."
+        guard_row[3],
+        "Mean cost per run",
+        usd(cost.get("mean_usd")),
+        "Shown for comparison only: the mean hides the long tail.",
     )
     metric(
-        c[4],
+        guard_row[4],
         "Invalid usage",
         count(guards.get("invalid_usage_calls")),
         "Model calls whose reported token counts could not be taken (negative, not a number, past 10^9): "
         "those terms count $0 and the call is flagged, never silently free (turnledger report lists them).",
         delta="check the producer" if guards.get("invalid_usage_calls") else None,
+        delta_color="red",
+        delta_arrow="off",
+    )
+    metric(
+        guard_row[5],
+        "Incomplete usage",
+        count(guards.get("incomplete_usage_calls")),
+        "Model calls that reported output but no input: the usage of part of the call (a stream whose "
+        "instrumentation kept only its last event). Charged as sent, so too little; never read as a cache break "
+        "(turnledger report lists them).",
+        delta="check the instrumentation" if guards.get("incomplete_usage_calls") else None,
         delta_color="red",
         delta_arrow="off",
     )

@@ -137,7 +137,8 @@ def run_turns(trace_id: str) -> Query:
            any_value(call_site) AS call_site, arg_max(model, start_time) AS model, count(*) AS attempts,
            {sums(token_columns())},
            {sums(usd_columns())},
-           sum({usd_sum()}) AS usd, bool_or(unpriced) AS unpriced
+           sum({usd_sum()}) AS usd, bool_or(unpriced) AS unpriced,
+           bool_or(incomplete_usage) AS incomplete_usage
     FROM charges WHERE trace_id = ? GROUP BY call_id
 )
 SELECT row_number() OVER (ORDER BY start_time, call_id) AS turn, *, {ROW_HIT_RATE} AS hit_rate,

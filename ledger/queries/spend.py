@@ -25,6 +25,7 @@ __all__ = [
     "charge_totals",
     "cost_per_run",
     "cost_per_successful_run",
+    "incomplete_usage_charges",
     "invalid_usage_charges",
     "model_attribution",
     "retry_charges",
@@ -165,6 +166,22 @@ def unpriced_models(f: Filters = NO_FILTERS) -> Query:
         + f"""SELECT provider, model, count(*) AS calls, count(DISTINCT trace_id) AS runs,
        sum({INPUT_TOKENS}) AS input_tokens, sum(output_tokens) AS output_tokens
 FROM fc WHERE unpriced GROUP BY provider, model ORDER BY calls DESC""",
+        p,
+    )
+
+
+@query
+def incomplete_usage_charges(f: Filters = NO_FILTERS) -> Query:
+    """Charges flagged incomplete_usage (usage of part of the call: output with no input), by provider,
+    model and instrumentation, with the latest such span to look at: charged as sent, so too little."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + """SELECT c.provider, c.model, s.scope_name, count(*) AS calls, count(DISTINCT c.trace_id) AS runs,
+       sum(c.output_tokens) AS output_tokens,
+       arg_max(c.trace_id, c.start_time) AS last_trace_id, arg_max(c.span_id, c.start_time) AS last_span_id
+FROM fc c JOIN spans s USING (trace_id, span_id)
+WHERE c.incomplete_usage GROUP BY c.provider, c.model, s.scope_name ORDER BY calls DESC, c.provider, c.model""",
         p,
     )
 

@@ -82,8 +82,17 @@ def collect_unreferenced_blocks(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def traces_before(con: duckdb.DuckDBPyConnection, cutoff: datetime) -> list[str]:
-    """Runs started before ``cutoff`` (naive UTC), oldest first (dropping twice changes nothing)."""
-    rows = con.execute("SELECT trace_id FROM runs WHERE started_at < ? ORDER BY started_at, trace_id", [cutoff])
+    """Runs started before ``cutoff`` (naive UTC), oldest first (dropping twice changes nothing), then the
+    traces before it that are no run (only copies charged elsewhere, or bookkeeping: ``ledger.runs``)."""
+    rows = con.execute(
+        """SELECT trace_id FROM (
+    SELECT trace_id, started_at, 0 AS apart FROM runs WHERE started_at < $cutoff
+    UNION ALL
+    SELECT trace_id, min(start_time), 1 FROM spans WHERE start_time < $cutoff
+        AND trace_id NOT IN (SELECT trace_id FROM runs) GROUP BY trace_id
+) ORDER BY apart, started_at, trace_id""",
+        {"cutoff": cutoff},
+    )
     return [str(t) for (t,) in rows.fetchall()]
 
 

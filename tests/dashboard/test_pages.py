@@ -122,6 +122,7 @@ def test_overview_headline_numbers_are_the_ledgers(app, sample_db, rows):
     assert shown["Step-cap stops"][0] == pct(guards["step_cap_rate"]) == "10.0%"
     assert shown["Budget stops"][0] == pct(guards["budget_stop_rate"]) == "0.0%"
     assert shown["Unpriced calls"][0] == "1"
+    assert shown["Incomplete usage"][0] == str(int(guards["incomplete_usage_calls"])) == "0"
     assert all(m.proto.help for m in at.metric), "every headline number has its definition on hover"
 
 
