@@ -15,21 +15,18 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from .conftest import ROOT, free_port, otlp_json, post_otlp, request, run_spans, wait_healthy
+from .conftest import ROOT, free_port, request, wait_healthy
+from .exports import CLIENTS, HANG_S, Exports, stored_span_ids
 
-CLIENTS = 8
 DISK = "16m"  # the tmpfs: room for the empty ledger, its WAL and a few hundred requests
-EXIT_WAIT_S = 120  # hang guards only
-RETRIES = 200  # a 503 is retried like an exporter does, this many times at most
 
 
 def _can_mount_tmpfs(where: Path) -> bool:
@@ -73,7 +70,7 @@ class SmallDiskCollector:
     def stop(self) -> Path:
         """SIGTERM (a clean shutdown), then the ledger as copied out of the tmpfs."""
         os.kill(self.serve_pid(), signal.SIGTERM)
-        assert self.proc.wait(EXIT_WAIT_S) == 0, self.log.read_text()[-3000:]
+        assert self.proc.wait(HANG_S) == 0, self.log.read_text()[-3000:]
         return self.out / "ledger.duckdb"
 
     def serve_pid(self) -> int:
@@ -110,118 +107,49 @@ def small_disk(tmp_path: Path, migrated_ledger: Path) -> Iterator[SmallDiskColle
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait(EXIT_WAIT_S)
+            proc.wait(HANG_S)
 
 
-@dataclass
-class Exports:
-    """What 8 clients were answered: each status seen, and the span ids whose request got a 200."""
-
-    statuses: Counter[int] = field(default_factory=Counter)
-    odd: list[str] = field(default_factory=list)  # any answer neither 200 nor 503
-    acked: list[str] = field(default_factory=list)
-    unacked: list[bytes] = field(default_factory=list)  # bodies answered 503 (to retry later)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def send(self, url: str, body: bytes, span_ids: list[str]) -> int:
-        r = post_otlp(url, body)
-        with self.lock:
-            self.statuses[r.status] += 1
-            if r.status == 200:
-                self.acked.extend(span_ids)
-            elif r.status == 503:
-                assert r.headers.get("retry-after"), r.headers
-            else:
-                self.odd.append(f"{r.status}: {r.body[:300]!r}")
-        return r.status
-
-    def burst(self, url: str, tag: str, rounds: int = 6) -> None:
-        """8 clients at once, ``rounds`` requests each (5 runs, 20 spans): commits coalesce."""
-        start = threading.Barrier(CLIENTS)
-
-        def client(worker: int) -> None:
-            start.wait(EXIT_WAIT_S)
-            for n in range(rounds):
-                spans = [s for k in range(5) for s in run_spans(f"{tag}-{worker}-{n}-{k}")]
-                body = otlp_json(spans)
-                if self.send(url, body, [s.span_id for s in spans]) == 503:
-                    with self.lock:
-                        self.unacked.append(body)
-
-        threads = [threading.Thread(target=client, args=(w,)) for w in range(CLIENTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(EXIT_WAIT_S)
-            assert not t.is_alive()
-
-    def retry_unacked(self, url: str) -> None:
-        """An exporter's retries of every 503'd body, until each lands."""
-        with self.lock:
-            pending, self.unacked = self.unacked, []
-        for body in pending:
-            ids = [s["spanId"] for rs in _json(body)["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
-            for _ in range(RETRIES):
-                if self.send(url, body, ids) == 200:
-                    break
-            else:
-                raise AssertionError(f"a body was refused {RETRIES} times after the disk was freed")
+def _writer(url: str) -> dict[str, object]:
+    return request(f"{url}/healthz").json()["writer"]  # type: ignore[no-any-return]
 
 
-def _json(body: bytes) -> dict:  # type: ignore[type-arg]
-    import json
-
-    return json.loads(body)
-
-
-def _writer(url: str) -> dict:  # type: ignore[type-arg]
-    return request(f"{url}/healthz").json()["writer"]
-
-
-def _stored_span_ids(ledger: Path) -> Counter[str]:
+def _stored(ledger: Path) -> Counter[str]:
     con = duckdb.connect(str(ledger), read_only=True)
     try:
-        return Counter(span_id for (span_id,) in con.execute("SELECT span_id FROM spans").fetchall())
+        return stored_span_ids(con)
     finally:
         con.close()
 
 
-def _assert_exactly_once(exports: Exports, ledger: Path) -> None:
-    stored = _stored_span_ids(ledger)
-    assert not [s for s, n in stored.items() if n > 1], "a span stored twice"
-    acked = Counter(exports.acked)
-    assert set(acked) <= set(stored), f"{len(set(acked) - set(stored))} acknowledged spans lost"
-    assert set(stored) == set(acked), "spans stored that no 200 acknowledged"
-
-
 def test_disk_nearly_full_during_coalesced_commits_is_503_never_400(small_disk):
-    exports = Exports()
-    exports.burst(small_disk.url, "warm", rounds=2)
+    exports = Exports(small_disk.url)
+    exports.burst("warm", rounds=2)
     assert exports.statuses == Counter({200: CLIENTS * 2})
     # Room for a few commits' WAL but not all of them: some coalesced commits fit, others
     # fail on ENOSPC halfway. The requests of a failed one are nobody's fault but the disk's.
     for leave in (400_000, 200_000, 100_000):
         small_disk.fill(leave)
-        exports.burst(small_disk.url, f"nearly-{leave}")
+        exports.burst(f"nearly-{leave}")
     assert exports.statuses[503], "the disk never filled: nothing was tested"
     assert _writer(small_disk.url)["failed_batches"]
     small_disk.free()
-    exports.retry_unacked(small_disk.url)
+    exports.retry_unacked()
     assert not exports.odd, exports.odd
     writer = _writer(small_disk.url)
-    assert writer["requests"] > writer["batches"], "no commit coalesced two requests"
-    _assert_exactly_once(exports, small_disk.stop())
+    assert writer["requests"] > writer["batches"], "no commit coalesced two requests"  # type: ignore[operator]
+    exports.assert_stored_exactly_once(_stored(small_disk.stop()))
 
 
 def test_disk_full_then_freed_resumes_and_nothing_is_blamed_on_the_requests(small_disk):
-    exports = Exports()
-    exports.burst(small_disk.url, "warm", rounds=2)
+    exports = Exports(small_disk.url)
+    exports.burst("warm", rounds=2)
     small_disk.fill(0)
-    exports.burst(small_disk.url, "full", rounds=3)
+    exports.burst("full", rounds=3)
     assert exports.statuses[503] == CLIENTS * 3  # nothing fits: every request retryable
     small_disk.free()
-    exports.burst(small_disk.url, "freed")  # just after space was freed
-    exports.retry_unacked(small_disk.url)
+    exports.burst("freed")  # just after space was freed
+    exports.retry_unacked()
     assert not exports.odd, exports.odd
     assert exports.statuses[200] == CLIENTS * (2 + 3 + 6)  # every body landed, once
-    _assert_exactly_once(exports, small_disk.stop())
+    exports.assert_stored_exactly_once(_stored(small_disk.stop()))
