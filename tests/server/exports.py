@@ -17,6 +17,7 @@ from .conftest import otlp_json, post_otlp, run_spans
 
 CLIENTS = 8
 HANG_S = 120  # hang guards only
+RETRY_PAUSE_S = 0.1  # between an exporter's retries of a 503'd body (Retry-After is longer; tests need not wait it)
 RETRIES = 200  # a 503'd body is retried this many times at most once the store is back
 
 
@@ -49,11 +50,16 @@ class Exports:
         return r.status
 
     def client(self, tag: str, worker: int, rounds: int | None, stop: threading.Event | None = None) -> None:
-        """``rounds`` requests (or until ``stop``) of 5 runs, 20 spans each; a 503'd body is kept."""
+        """``rounds`` requests of 5 runs, 20 spans each, a 503'd body kept for ``retry_unacked``.
+        Or, with ``stop``, requests until it is set, each 503'd body retried (after a short pause,
+        as an exporter does) until it lands or ``stop`` comes; one still refused then is kept."""
         n = 0
         while (rounds is None or n < rounds) and not (stop is not None and stop.is_set()):
             body = otlp_json([s for k in range(5) for s in run_spans(f"{tag}-{worker}-{n}-{k}")])
-            if self.send(body) == 503:
+            status = self.send(body)
+            while status == 503 and stop is not None and not stop.wait(RETRY_PAUSE_S):
+                status = self.send(body)
+            if status == 503:
                 with self.lock:
                     self.unacked.append(body)
             n += 1

@@ -10,6 +10,7 @@ whose request got a 200 is stored exactly once (counted by span id).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -105,7 +106,9 @@ def small_disk(tmp_path: Path, migrated_ledger: Path) -> Iterator[SmallDiskColle
         wait_healthy(collector.url, 60)
         yield collector
     finally:
-        if proc.poll() is None:
+        if proc.poll() is None:  # a failed test: serve is sh's child, and would outlive it
+            with contextlib.suppress(OSError, AssertionError):
+                os.kill(collector.serve_pid(), signal.SIGKILL)
             proc.kill()
             proc.wait(HANG_S)
 
