@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import grpc
 import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from collector.receiver.grpc_receiver import EXPORT_METHOD
 
 from .conftest import ROOT, free_port, request, wait_healthy
 from .exports import CLIENTS, HANG_S, Exports, stored_span_ids
@@ -47,6 +54,7 @@ class SmallDiskCollector:
 
     proc: subprocess.Popen[bytes]
     url: str
+    grpc_target: str
     disk: Path  # the mount point, as the collector sees it
     out: Path  # where the ledger is copied once the collector has stopped
     log: Path
@@ -87,21 +95,21 @@ def small_disk(tmp_path: Path, migrated_ledger: Path) -> Iterator[SmallDiskColle
     out.mkdir()
     if not _can_mount_tmpfs(disk):
         pytest.skip("no user namespace here to mount a small tmpfs in (unshare -Urm)")
-    port = free_port()
+    port, grpc_port = free_port(), free_port()
     log = tmp_path / "serve.log"
     # sh stays the parent: after serve exits (SIGTERM to it alone) the ledger is copied out of the
     # tmpfs, which vanishes with the namespace. The trap keeps sh alive for that copy.
     script = (
         "set -e; trap true TERM; "
         f"mount -t tmpfs -o size={DISK} tmpfs '{disk}'; cp '{migrated_ledger}' '{disk}/ledger.duckdb'; "
-        f"'{sys.executable}' -m collector.cli serve --port {port} --no-grpc --decode-workers 0 "
+        f"'{sys.executable}' -m collector.cli serve --port {port} --grpc-port {grpc_port} --decode-workers 0 "
         f"--db '{disk}/ledger.duckdb' && cp '{disk}'/ledger.duckdb* '{out}/'"
     )
     with log.open("wb") as sink:
         proc = subprocess.Popen(
             ["unshare", "-Urm", "sh", "-c", script], cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT
         )
-    collector = SmallDiskCollector(proc, f"http://127.0.0.1:{port}", disk, out, log)
+    collector = SmallDiskCollector(proc, f"http://127.0.0.1:{port}", f"127.0.0.1:{grpc_port}", disk, out, log)
     try:
         wait_healthy(collector.url, 60)
         yield collector
@@ -123,6 +131,29 @@ def _stored(ledger: Path) -> Counter[str]:
         return stored_span_ids(con)
     finally:
         con.close()
+
+
+def _sdk_export_request() -> tuple[bytes, list[str]]:
+    """An ExportTraceServiceRequest as the official SDK encodes it (3 spans), and its span ids."""
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("store-faults")
+    for i in range(3):
+        with tracer.start_as_current_span(f"step {i}"):
+            pass
+    spans = memory.get_finished_spans()
+    provider.shutdown()
+    return encode_spans(spans).SerializeToString(), [format(s.context.span_id, "016x") for s in spans]
+
+
+def _grpc_export(target: str, body: bytes) -> bytes | grpc.RpcError:
+    """One raw Export call (an exporter's own retries would hide the status): the reply or the error."""
+    with grpc.insecure_channel(target) as channel:
+        try:
+            return channel.unary_unary(EXPORT_METHOD)(body, timeout=HANG_S)  # type: ignore[no-any-return]
+        except grpc.RpcError as exc:
+            return exc
 
 
 def test_disk_nearly_full_during_coalesced_commits_is_503_never_400(small_disk):
@@ -150,7 +181,13 @@ def test_disk_full_then_freed_resumes_and_nothing_is_blamed_on_the_requests(smal
     small_disk.fill(0)
     exports.burst("full", rounds=3)
     assert exports.statuses[503] == CLIENTS * 3  # nothing fits: every request retryable
+    grpc_body, grpc_ids = _sdk_export_request()
+    refused = _grpc_export(small_disk.grpc_target, grpc_body)  # OTLP/gRPC is told the same: UNAVAILABLE
+    assert isinstance(refused, grpc.RpcError) and refused.code() is grpc.StatusCode.UNAVAILABLE, refused
+    assert "google.rpc.retryinfo-bin" in dict(refused.trailing_metadata() or ())
     small_disk.free()
+    assert not isinstance(_grpc_export(small_disk.grpc_target, grpc_body), grpc.RpcError)  # its retry lands
+    exports.acked.extend(grpc_ids)
     exports.burst("freed")  # just after space was freed
     exports.retry_unacked()
     assert not exports.odd, exports.odd
