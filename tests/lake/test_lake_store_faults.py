@@ -2,7 +2,7 @@
 
 A real ``turnledger serve`` on a DuckLake whose catalog is a PostgreSQL of this test's own
 (restarting the session's would cut other tests' connections), 8 clients exporting while
-PostgreSQL is restarted twice (``pg_ctl -m fast``: connections cut in the middle of coalesced
+PostgreSQL is restarted six times (``pg_ctl -m fast``, down 0.2 s: connections cut in the middle of coalesced
 commits). Afterwards every 503'd body is retried like an exporter does, and the lake holds every
 acknowledged span exactly once, counted by span id.
 """
@@ -27,8 +27,8 @@ from tests.server.exports import CLIENTS, HANG_S, Exports, stored_span_ids
 
 from .postgres import PostgresServer, find_bin_dir, start_server
 
-DOWN_S = 1.0  # how long the catalog stays down each time
-RESTARTS = 2
+DOWN_S = 0.2  # how long the catalog stays down each time
+RESTARTS = 6
 
 
 @pytest.fixture
