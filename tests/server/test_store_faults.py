@@ -73,6 +73,11 @@ class SmallDiskCollector:
         with (self.inside / "filler").open("ab") as f:
             f.write(b"\0" * max(0, self.free_bytes() - leave))
 
+    def release(self, nbytes: int) -> None:
+        """Free ``nbytes`` of the filler (a log rotated, a file removed: some room, not all)."""
+        filler = self.inside / "filler"
+        os.truncate(filler, max(0, filler.stat().st_size - nbytes))
+
     def free(self) -> None:
         (self.inside / "filler").unlink()
 
@@ -185,10 +190,11 @@ def test_disk_full_then_freed_resumes_and_nothing_is_blamed_on_the_requests(smal
     refused = _grpc_export(small_disk.grpc_target, grpc_body)  # OTLP/gRPC is told the same: UNAVAILABLE
     assert isinstance(refused, grpc.RpcError) and refused.code() is grpc.StatusCode.UNAVAILABLE, refused
     assert "google.rpc.retryinfo-bin" in dict(refused.trailing_metadata() or ())
+    small_disk.release(300_000)  # just after some space was freed: some commits fit, some do not
+    exports.burst("freed")
     small_disk.free()
     assert not isinstance(_grpc_export(small_disk.grpc_target, grpc_body), grpc.RpcError)  # its retry lands
     exports.acked.extend(grpc_ids)
-    exports.burst("freed")  # just after space was freed
     exports.retry_unacked()
     assert not exports.odd, exports.odd
     assert exports.statuses[200] == CLIENTS * (2 + 3 + 6)  # every body landed, once
