@@ -21,6 +21,7 @@ nothing with the stored copies does not query them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -180,6 +181,10 @@ def _write_tables(
             review.enqueue(con, tables.get("spans"), tables.get("evaluations"))
         con.execute("COMMIT")
     except Exception:
-        con.execute("ROLLBACK")
+        # A COMMIT that failed (a full disk) has ended the transaction, and a lake's ROLLBACK fails
+        # with its catalog gone: the error to raise is the first one, which says what the store did
+        # (``ledger.faults`` decides by it), not "cannot rollback - no transaction is active".
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
         raise
     return written

@@ -13,12 +13,14 @@ Rebuilding the ``runs`` rows of the touched traces is a fixed cost per commit
 too: while more requests are queued or being decoded, it is deferred
 (``write(defer_runs=True)``) to a later commit, at most ``runs_lag_s`` later.
 
-Poison is isolated: when a coalesced commit fails (anything but the key
-conflict ``write`` replays itself), every request of it is written again on its
-own. Only a request that fails alone, while others commit, or whose rows
-themselves cannot be inserted (``_input_fault``), is refused (``RequestRejected``,
-400: retrying cannot help); a failure every request meets (disk full) stays a
-retryable ``WriterUnavailable`` (503). Nothing is written twice: the failed
+Poison is isolated, and a store fault is nobody's: whose fault a failed commit is
+is decided by ``ledger.faults``, by the error's class. A fault of the store (disk
+full or nearly, I/O, memory, a lake's catalog or write lock) fails every request of
+the batch retryable (``WriterUnavailable``, 503 with Retry-After), none blamed.
+Otherwise every request of it is written again on its own, and one that fails is
+tried once more after the others; only then, a request whose own rows fail (or that
+fails with an error of no known kind while others commit) is refused
+(``RequestRejected``, 400: retrying cannot help). Nothing is written twice: a failed
 commit was rolled back whole.
 
 The writer is the only one writing the file, so it keeps the ledger's
@@ -48,11 +50,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import duckdb
-import pyarrow as pa
 
 from ledger import lake
 from ledger.dedup import CopyIndex
 from ledger.errors import InputError, Unavailable
+from ledger.faults import Fault, fault_of, refused
 from ledger.ingest import IngestReport, PreparedBatch, prepare, refresh_pending_runs, write
 from ledger.lake import lock as lake_lock
 from ledger.pricing import PriceBook
@@ -92,27 +94,6 @@ class WriterUnavailable(Unavailable):
 
 class RequestRejected(InputError):
     """This request's rows cannot be committed (the others of its batch were): 400, do not retry."""
-
-
-# Failures a request's own rows cause (a value no column takes), as opposed to the
-# store's (I/O, memory): the request is refused, not retried. Validation at the door
-# (``ledger.rows``) means none is known to reach the writer; this is the backstop.
-_INPUT_FAULTS = (
-    pa.ArrowInvalid,
-    pa.ArrowTypeError,
-    OverflowError,
-    UnicodeError,
-    TypeError,
-    ValueError,
-    duckdb.ConversionException,
-    duckdb.OutOfRangeException,
-    duckdb.InvalidInputException,
-    duckdb.ConstraintException,
-)
-
-
-def _input_fault(exc: BaseException) -> bool:
-    return isinstance(exc, _INPUT_FAULTS)
 
 
 @dataclass(frozen=True)
@@ -392,45 +373,68 @@ class LedgerWriter:
             report = write(self.con, [t.batch for t in tickets], defer_runs=defer, copy_index=self._copies)
         except Exception as exc:
             self._note_failure(exc, tickets)
-            isolated = self._one_by_one(tickets, defer) if len(tickets) > 1 else None
+            if fault_of(exc) is Fault.STORE:  # disk, I/O, catalog, lock: every request retries, none is blamed
+                self._fail(tickets, exc, refuse=False)
+                self._release(n)
+                return
+            isolated = self._one_by_one(tickets, exc, defer)
             if isolated is None:
-                self._fail(tickets, exc, input_fault=_input_fault(exc))
                 self._release(n)
                 return
             self._committed([t for t in tickets if not t._done.is_set()], isolated, n, defer, started)
             return
         self._committed(tickets, report, n, defer, started)
 
-    def _one_by_one(self, tickets: list[Ticket], defer: bool) -> IngestReport | None:
-        """After a coalesced commit failed: each request on its own, so only the one at fault fails.
+    def _one_by_one(self, tickets: list[Ticket], first: Exception, defer: bool) -> IngestReport | None:
+        """After a coalesced commit failed with no fault of the store's: each request on its own, so
+        only the one at fault fails (a batch of one has had that attempt: ``first``).
 
-        Returns the merged report of those that committed (their tickets are left
-        to ``_committed``), or None when none did (all tickets are left untouched).
+        A request that fails alone is tried once more after the others before ``ledger.faults``
+        decides (``refused``): what the store did for a moment (a lake's catalog lost in the middle
+        of a transaction) does not happen twice, while a request's own rows fail every time. Once
+        a store fault shows, the requests not committed yet are all failed retryable (503), untried.
+        Returns the merged report of those that committed (their tickets are left to
+        ``_committed``), or None when none did (every ticket failed here).
         """
-        report: IngestReport | None = None
-        failures: list[tuple[Ticket, Exception]] = []
-        for t in tickets:
-            try:
-                one = write(self.con, [t.batch], defer_runs=defer, copy_index=self._copies)
-            except Exception as exc:
-                failures.append((t, exc))
-                continue
+        committed: list[IngestReport] = []
+        suspects = [(tickets[0], first)] if len(tickets) == 1 else self._each_alone(tickets, defer, committed)
+        if suspects:
+            suspects = self._each_alone([t for t, _ in suspects], defer, committed)
+        report = None
+        for one in committed:
             report = one if report is None else merge_reports(report, one)
-        if report is None:
-            return None
-        for t, error in failures:  # others of the same batch committed: these requests are at fault
-            log.warning("a request of %d spans cannot be committed and is refused (400): %s", t.size, error)
-            self._fail([t], error, input_fault=True)
+        for t, error in suspects:  # failed alone, twice
+            refuse = refused(error, others_committed=report is not None)
+            if refuse:
+                log.warning("a request of %d spans cannot be committed and is refused (400): %s", t.size, error)
+            self._fail([t], error, refuse=refuse)
         return report
+
+    def _each_alone(
+        self, tickets: list[Ticket], defer: bool, committed: list[IngestReport]
+    ) -> list[tuple[Ticket, Exception]]:
+        """Commit each ticket on its own (reports appended to ``committed``); the ones that failed,
+        with their errors. After a store fault the tickets not tried yet fail retryable, untried."""
+        failed: list[tuple[Ticket, Exception]] = []
+        for i, t in enumerate(tickets):
+            try:
+                committed.append(write(self.con, [t.batch], defer_runs=defer, copy_index=self._copies))
+            except Exception as exc:
+                if fault_of(exc) is Fault.STORE:
+                    log.warning("the store failed while requests were committed one by one (503): %s", exc)
+                    self._fail([u for u, _ in failed] + tickets[i:], exc, refuse=False)
+                    return []
+                failed.append((t, exc))
+        return failed
 
     def _note_failure(self, exc: Exception, tickets: list[Ticket]) -> None:
         log.exception("ingest of %d request(s) failed; the commit was rolled back", len(tickets))
         self.stats.failed_batches += 1
         self.stats.last_error = f"{type(exc).__name__}: {exc}"
 
-    def _fail(self, tickets: list[Ticket], exc: Exception, *, input_fault: bool) -> None:
+    def _fail(self, tickets: list[Ticket], exc: Exception, *, refuse: bool) -> None:
         for t in tickets:
-            if input_fault:
+            if refuse:
                 t._finish(error=RequestRejected(f"these spans cannot be stored, nothing of them was written: {exc}"))
             else:  # disk full, I/O error...: retryable (503), and the writer keeps serving
                 t._finish(error=exc)

@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,11 +54,20 @@ class PostgresServer:
 
     def start(self) -> None:
         self._run("initdb", "-D", str(self.data_dir), "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync")
+        self._launch()
+
+    def _launch(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._run("pg_ctl", "-D", str(self.data_dir), "-o", options, "-l", str(self.root / "server.log"), "-w", "start")
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
+
+    def restart(self, down_s: float) -> None:
+        """Stop (fast: open connections are cut mid-transaction), stay down ``down_s``, start again."""
+        self.stop()
+        time.sleep(down_s)
+        self._launch()
 
     def create_database(self, name: str) -> str:
         """A new empty database; returns its libpq connection string.
