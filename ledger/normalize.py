@@ -272,6 +272,23 @@ def _attempt(value: Any) -> int:
     return n if 1 <= n <= MAX_ATTEMPT else 1
 
 
+# Who else says a call was retried: the HTTP semantic conventions' resend count on the anthropic and
+# openai SDKs' own spans (1 = sent twice), and Claude Code's 1-based ``attempt``.
+_RESEND_COUNT = "http.request.resend_count"
+_CLAUDE_CODE_ATTEMPT = "attempt"
+
+
+def _attempt_of(a: Mapping[str, Any]) -> tuple[int, str]:
+    """The call's attempt number and, for a retry no harness explained, its cause."""
+    if c.ATTEMPT in a:
+        return _attempt(a.get(c.ATTEMPT)), str(a.get(c.RETRY_CAUSE) or "")
+    resends = _int(a.get(_RESEND_COUNT))
+    if resends >= 1:
+        return _attempt(resends + 1), "resent by the HTTP client (http.request.resend_count)"
+    attempt = _attempt(a.get(_CLAUDE_CODE_ATTEMPT))
+    return attempt, ("retried by the agent (attempt)" if attempt > 1 else "")
+
+
 def _count(attrs: Mapping[str, Any], keys: tuple[str, ...], bad: list[str]) -> int | None:
     """The first token count present under ``keys``: an integer in [0, MAX_TOKENS]; None if none is present.
 
@@ -393,20 +410,21 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         a = {**a, **shape[0]}
     bad: list[str] = []
     tokens, convention, usage_terms = _tokens(span, a, None if shape is None else shape[1], bad)
-    incomplete = _incomplete(tokens)
+    incomplete = "" if bad else _incomplete(tokens)  # an unreadable count is flagged as invalid already
     if incomplete:
         usage_terms = INCOMPLETE_TERMS
     finish = _first(a, _FINISH_KEYS) or ""
     if isinstance(finish, (list, tuple)):
         finish = ",".join(str(f) for f in finish)
+    attempt, retry_cause = _attempt_of(a)
     return ModelCall(
         provider=str(_first(a, _PROVIDER_KEYS) or _first(span.resource, _PROVIDER_KEYS) or "").lower(),
         model=str(_first(a, _MODEL_KEYS) or ""),
         tokens=tokens,
         convention=convention,
         call_id=str(a.get(c.CALL_ID) or span.span_id),
-        attempt=_attempt(a.get(c.ATTEMPT)),
-        retry_cause=str(a.get(c.RETRY_CAUSE) or ""),
+        attempt=attempt,
+        retry_cause=retry_cause,
         call_site=str(a.get(c.CALL_SITE) or "agent"),
         finish_reason=str(finish),
         invalid_usage="; ".join(bad),

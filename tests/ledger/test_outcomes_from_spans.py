@@ -170,3 +170,23 @@ def test_a_run_that_reported_its_own_trips_is_not_detected_again():
 def test_stop_cause_from_error_types_and_the_last_finish_reason(stop: dict[str, Any], final: str, cause: str):
     con = _ledger(([("find_order", {"order_id": "1"}, "ok", False)], final, stop))
     assert con.execute("SELECT stop_cause FROM runs").fetchone() == (cause,)
+
+
+@pytest.mark.parametrize(("key", "value"), [("http.request.resend_count", 1), ("attempt", 2)])
+def test_a_call_its_sdk_or_agent_says_was_retried_counts_as_one_retry(key: str, value: int):
+    """The anthropic SDK's own span after one 429 carries http.request.resend_count=1; Claude Code says attempt=2."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("anthropic")
+    with tracer.start_as_current_span("invoke_agent a"):
+        for extra in ({}, {key: value}):
+            with tracer.start_as_current_span("chat claude-sonnet-4-5") as span:
+                span.set_attributes({"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",
+                                     "gen_ai.request.model": "claude-sonnet-4-5", "gen_ai.usage.input_tokens": 10,
+                                     "gen_ai.usage.output_tokens": 5, **extra})  # fmt: skip
+    provider.shutdown()
+    con = open_ledger(":memory:")
+    ingest(con, decode_protobuf(encode_spans(exporter.get_finished_spans()).SerializeToString()))
+    assert con.execute("SELECT retry_attempts, model_calls FROM runs").fetchone() == (1, 2)
+    assert build_report(con)["retries"]["attempts"] == 1
