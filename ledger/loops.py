@@ -9,8 +9,10 @@ report nothing, so their runs' tool spans are read instead, with seed 004's defi
 * **stall**: more than ``STALL_ALLOWED`` tool calls in a row, all different, each ending in an error
   or a soft failure: the agent keeps trying and learns nothing (the harness's stall allowance).
 
-Each repeated call (tool and arguments) is one trip, at the span of its second occurrence; a stall
-is one trip at its last call. The trips are ``guard_events`` rows with action ``detected`` (the
+Each repeated call (tool and arguments) is one trip; its shape is read at the call's second
+occurrence, and it is placed at its last (the span and its end time): nobody stopped the agent, so the
+loop lasted until then, and the Guards page's loop window (spend inside the loop, repeated calls)
+reaches that far, as it reaches a harness's halt. A stall is one trip at its last call. The trips are ``guard_events`` rows with action ``detected`` (the
 harness's are ``nudge`` or ``halt``), so every count, page, alert and ``context`` reads them as it
 reads reported trips, and says which is which. They are rebuilt with the run (``ledger.runs``),
 only for runs that reported no loop trip themselves: a reported run is never counted twice.
@@ -52,8 +54,8 @@ def call_fingerprint(tool: str | None, arguments: Any) -> str | None:
 
 # Rebuilds the detected trips of the touched traces (``_touched``; ``$since`` bounds the spans read,
 # as in the runs rebuild). Tool calls are numbered in start order; a call whose fingerprint was seen
-# before trips once per fingerprint, at its second occurrence: ``repeat`` if that came right after
-# the first, else ``cycle``. Stalls are islands of failed calls with no repeat among them.
+# before trips once per fingerprint: ``repeat`` if its second occurrence came right after the first,
+# else ``cycle``, placed at its last occurrence. Stalls are islands of failed calls with no repeat among them.
 _DETECT = f"""
 WITH calls AS (
     SELECT s.trace_id, s.span_id, s.end_time, s.tool, s.call_fingerprint AS fp,
@@ -67,11 +69,13 @@ WITH calls AS (
 seen AS (
     SELECT *, row_number() OVER (PARTITION BY trace_id, fp ORDER BY n) AS k,
            lag(n) OVER (PARTITION BY trace_id, fp ORDER BY n) AS previous_n,
-           count(*) OVER (PARTITION BY trace_id, fp) AS times
+           count(*) OVER (PARTITION BY trace_id, fp) AS times,
+           arg_max(span_id, n) OVER (PARTITION BY trace_id, fp) AS last_span_id,
+           max(end_time) OVER (PARTITION BY trace_id, fp) AS last_end
     FROM calls
 ),
 repeats AS (
-    SELECT trace_id, span_id, end_time, tool, CASE WHEN n = previous_n + 1 THEN 'repeat' ELSE 'cycle' END AS shape,
+    SELECT trace_id, last_span_id AS span_id, last_end AS end_time, tool, CASE WHEN n = previous_n + 1 THEN 'repeat' ELSE 'cycle' END AS shape,
            times
     FROM seen WHERE k = 2
 ),

@@ -27,7 +27,9 @@ def render() -> None:
         c[0],
         "Loop-detector trips",
         count(guards.get("loop_trips")),
-        "Nudges and halts by the loop detector (repeat, cycle, stall); step-cap halts are counted apart.",
+        "Nudges and halts by the agent's loop detector, and loops turnledger found in the spans of runs that "
+        f"report none (the same tool call again: {count(loops.get('detected_trips'))} of these trips); "
+        "step-cap halts are counted apart.",
         delta=f"+ {plural(guards.get('step_cap_halts'), 'step-cap halt')}",
         delta_color="gray",
         delta_arrow="off",
@@ -37,8 +39,8 @@ def render() -> None:
         c[2],
         "Spent inside loops",
         usd(loops.get("loop_usd")),
-        "Model calls made between the run's first call of the tripped tool and the trip: the calls that "
-        "kept choosing the same tool again.",
+        "Model calls made between the run's first call of the tripped tool and the trip (or its last "
+        "repeated call, when nothing stopped the run): the calls that kept choosing the same tool again.",
     )
     metric(
         c[3],

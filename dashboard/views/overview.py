@@ -75,7 +75,8 @@ def render() -> None:
         c[4],
         "Loop-detector trips",
         count(guards.get("loop_trips")),
-        "Times the loop detector nudged or halted a run that kept repeating itself (see Guards). A run stopped "
+        "Times a run kept repeating itself: its loop detector nudged or halted it, or turnledger found the "
+        "repeat in the spans of a run that reports none (see Guards). A run stopped "
         "by the step limit is not a loop: it counts under Step-cap stops.",
         delta=f"in {plural(guards.get('runs_with_loop_trips'), 'run')}",
         delta_color="gray",

@@ -109,7 +109,12 @@ def connect(target: str, *, data_path: str | None, read_only: bool) -> duckdb.Du
     """
     import duckdb
 
-    config = _config()
+    # A DuckLake internal error after its PostgreSQL catalog restarted ("Attempted to access index 0
+    # within vector of size 0", seen in tests/lake/test_lake_store_faults.py) would invalidate this
+    # process's database for good: every later commit FATAL, the collector answering 503 until it
+    # is restarted. The database here holds no data of its own (the catalog's transactions are
+    # PostgreSQL's, the Parquet files are written before it commits), so it stays usable.
+    config = {**_config(), "disable_database_invalidation": True}
     try:
         if data_path is not None and not read_only:
             _create_or_check(target, data_path, config)

@@ -62,7 +62,8 @@ def _loop_windows(f: Filters) -> tuple[str, list[Any]]:
     """CTEs ``lt`` (loop-detector trips of filtered runs; step-cap halts are not loops) and ``lw`` (one loop window per run and tool).
 
     A window runs from the run's first call of the tripped tool to its last
-    trip; ``loop_usd`` is every model call started inside it: the calls that
+    trip (a detected trip sits at the last repeated call: nobody stopped the
+    run); ``loop_usd`` is every model call started inside it: the calls that
     kept choosing the repeated tool. Tools are matched by span name
     (``execute_tool {tool}``, the GenAI convention) rather than by parsing span
     attributes: at millions of spans, reading the attribute JSON is what
@@ -141,7 +142,8 @@ def loop_spend(f: Filters = NO_FILTERS) -> Query:
     w, p = _loop_windows(f)
     return Query(
         w
-        + """SELECT count(DISTINCT lw.trace_id) AS runs_affected, coalesce(sum(lw.trips), 0) AS trips,
+        + f"""SELECT count(DISTINCT lw.trace_id) AS runs_affected, coalesce(sum(lw.trips), 0) AS trips,
+       coalesce(sum(lw.trips) FILTER (WHERE lw.actions = '{DETECTED}'), 0) AS detected_trips,
        coalesce(sum(lw.repeated_calls), 0) AS repeated_calls, coalesce(sum(lw.loop_usd), 0) AS loop_usd,
        (SELECT coalesce(sum(usd_total), 0) FROM fr WHERE trace_id IN (SELECT trace_id FROM lw)) AS spend_in_affected_runs
 FROM lw""",

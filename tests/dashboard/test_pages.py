@@ -118,7 +118,8 @@ def test_overview_headline_numbers_are_the_ledgers(app, sample_db, rows):
     assert shown["Cache hit rate"] == (pct(cache["hit_rate"]), cache["verdict"]) == ("4.0%", "broken")
     assert shown["Retry charges (answered)"][0] == usd(retry["usd"].sum()) == "$0.0050"
     assert shown["Retry charges (answered)"][1] == f"{pct(retry['share_of_spend'].sum(), 2)} of spend"
-    assert shown["Loop-detector trips"][0] == str(int(guards["loop_trips"])) == "2"
+    # Two reported by the retry run's loop detector, three found in the long-tail runs' spans.
+    assert shown["Loop-detector trips"][0] == str(int(guards["loop_trips"])) == "5"
     assert shown["Step-cap stops"][0] == pct(guards["step_cap_rate"]) == "10.0%"
     assert shown["Budget stops"][0] == pct(guards["budget_stop_rate"]) == "0.0%"
     assert shown["Unpriced calls"][0] == "1"
@@ -174,7 +175,7 @@ def test_overview_follows_the_sidebar_filters(app, sample_db, rows):
     globex = first(rows(sample_db, q.cost_per_run(q.Filters(tenant="globex"))))
     shown = metrics(at)
     assert shown["Runs"][0] == "3" and shown["Total spend"][0] == usd(globex["total_usd"]) == "$10.40"
-    assert shown["Loop-detector trips"][0] == "0"
+    assert shown["Loop-detector trips"][0] == "3"  # globex's runs each repeat get_shipping_status
     at.session_state["f_range"] = "Last hour"  # the samples are from 2026-09-21
     at.run()
     assert not at.metric and "No runs match the filters" in at.info[0].value
@@ -370,15 +371,18 @@ def test_guards_page_shows_loop_and_retry_figures(app, sample_db, rows):
     loops = first(rows(sample_db, q.loop_spend()))
     retry = first(rows(sample_db, q.charge_totals()))
     shown = metrics(at)
-    assert shown["Loop-detector trips"][0] == "2" and shown["Runs that looped"][0] == "1"
-    assert shown["Spent inside loops"][0] == usd(loops["loop_usd"]) == "$0.0237"
-    assert shown["Spend of looping runs"][0] == usd(loops["spend_in_affected_runs"]) == "$0.0335"
+    assert shown["Loop-detector trips"][0] == "5" and shown["Runs that looped"][0] == "4"
+    assert shown["Spent inside loops"][0] == usd(loops["loop_usd"]) == "$9.76"
+    assert shown["Spend of looping runs"][0] == usd(loops["spend_in_affected_runs"]) == "$10.44"
     assert shown["Retried attempts"][0] == "1" and shown["Retry charges (answered)"][0] == usd(retry["retry_usd"])
     loop_runs = table(at, "repeated_calls", "loop_usd")
-    assert loop_runs[["tool", "trips", "repeated_calls"]].values.tolist() == [["search_docs", 2, 5]]
+    assert loop_runs[["tool", "actions", "trips", "repeated_calls"]].values.tolist() == [
+        ["get_shipping_status", "detected", 1, 39], ["get_shipping_status", "detected", 1, 5],
+        ["get_shipping_status", "detected", 1, 4], ["search_docs", "halt, nudge", 2, 5],
+    ]  # fmt: skip
     figs = figures(at)
-    trips = figs["Loop-detector trips per hour"]["data"]
-    assert [t["name"] for t in trips] == ["repeat · search_docs"] and values(trips[0]["y"]) == [2]
+    trips = {t["name"]: values(t["y"]) for t in figs["Loop-detector trips per hour"]["data"]}
+    assert trips == {"repeat · get_shipping_status": [1, 1, 1], "repeat · search_docs": [2]}
     causes = figs["Retry charges by cause"]["data"][0]
     assert values(causes["y"]) == ["429"] and values(causes["x"]) == pytest.approx([0.00495])
 
@@ -560,8 +564,10 @@ def test_a_step_cap_halt_is_not_counted_as_a_loop_detector_trip(app, sample_db, 
     ingest(con, read_file(STEP_CAPPED))  # a run stopped by max_steps: one `step_cap · halt` event
     con.close()
     shown = metrics(app(db, "guards"))
-    assert shown["Loop-detector trips"] == ("2", "+ 1 step-cap halt")  # the samples' two repeat trips only
-    assert shown["Runs that looped"][0] == "1"
+    # The samples' five loop trips only (two reported, three detected); the halt is counted apart,
+    # beside the long-tail run stopped at max_steps.
+    assert shown["Loop-detector trips"] == ("5", "+ 2 step-cap halts")
+    assert shown["Runs that looped"][0] == "4"
     trace_id = read_file(STEP_CAPPED)[0].trace_id
     at = app(db, "run_explorer", trace=trace_id)
     shown = metrics(at)

@@ -104,17 +104,32 @@ def test_run_guard_events_and_budget_limits(sample_db, rows):
 
 
 def test_loop_queries_count_the_model_calls_between_the_repeated_tool_calls(sample_db, rows):
-    runs = rows(sample_db, q.loop_trip_runs())
-    run = one(runs)
-    assert run["trace_id"] == RETRY_RUN and run["tool"] == "search_docs" and run["trips"] == 2
+    runs = rows(sample_db, q.loop_trip_runs()).set_index("trace_id")
+    run = runs.loc[RETRY_RUN]
+    assert run["tool"] == "search_docs" and run["trips"] == 2
     assert run["repeated_calls"] == 5 and run["actions"] == "halt, nudge"
     # Calls 2..5 of the loop sit between the first and the last search_docs: (1300+150i)*$3/M + 60*$15/M.
     assert run["loop_usd"] == pytest.approx(sum((1_300 + 150 * i) * 3e-6 + 60 * 15e-6 for i in range(1, 5)))
     assert run["run_usd"] == pytest.approx(0.03345)
+    # The long-tail runs report no loop detector: their repeated get_shipping_status is found in the spans,
+    # and as nothing stopped them the loop lasts to the last repeated call: every model call but the first
+    # (before any tool) and the last (after the last tool) chose the same call again.
+    detected = runs[runs["actions"] == "detected"]
+    assert set(detected["tool"]) == {"get_shipping_status"} and (detected["trips"] == 1).all()
+    for trace_id, loop in detected.iterrows():
+        turns = rows(sample_db, q.run_turns(trace_id))
+        assert loop["repeated_calls"] == len(turns) - 1
+        assert loop["loop_usd"] == pytest.approx(turns["usd"].iloc[1:-1].sum())
+    assert sorted(detected["repeated_calls"]) == [4, 5, 39]
     total = one(rows(sample_db, q.loop_spend()))
-    assert total["loop_usd"] == pytest.approx(0.0237) and total["spend_in_affected_runs"] == pytest.approx(0.03345)
+    assert total["trips"] == 5 and total["detected_trips"] == 3 and total["runs_affected"] == 4
+    assert total["loop_usd"] == pytest.approx(runs["loop_usd"].sum())
+    assert total["spend_in_affected_runs"] == pytest.approx(runs["run_usd"].sum())
     over_time = rows(sample_db, q.loop_trips_over_time(bucket="hour"))
-    assert over_time[["shape", "tool", "trips", "runs_affected"]].values.tolist() == [["repeat", "search_docs", 2, 1]]
+    assert over_time[["shape", "tool", "trips", "runs_affected"]].values.tolist() == [
+        ["repeat", "get_shipping_status", 1, 1], ["repeat", "search_docs", 2, 1],
+        ["repeat", "get_shipping_status", 1, 1], ["repeat", "get_shipping_status", 1, 1],
+    ]  # fmt: skip
 
 
 def test_budget_events_status_alerts_and_price_sources(sample_db, rows):
@@ -130,7 +145,8 @@ def test_budget_events_status_alerts_and_price_sources(sample_db, rows):
 def test_builders_follow_filters(sample_db, rows):
     globex = q.Filters(tenant="globex")
     assert one(rows(sample_db, q.time_bounds(globex)))["runs"] == 3
-    assert rows(sample_db, q.loop_trip_runs(globex)).empty
+    assert set(rows(sample_db, q.loop_trip_runs(globex))["tenant"]) == {"globex"}
+    assert rows(sample_db, q.loop_trip_runs(q.Filters(tenant="initech"))).empty
     assert one(rows(sample_db, q.charge_totals(q.Filters(model="claude-opus-5"))))["retry_attempts"] == 0
 
 
