@@ -21,6 +21,7 @@ also the best of N, the figure least disturbed by other work on the machine).
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 import subprocess
@@ -250,8 +251,17 @@ def direct_costs() -> tuple[float, float, float]:
         return check_ms, hook_ms, sweep_ms
 
 
+# The goals each figure is held against (printed beside it).
+GOAL_HOOK_RATIO = 0.8  # ingest with the budget hook and webhooks: at least 0.8x of ingest without it
+GOAL_ALERT_S = 2.0  # an alert reaches its webhook within 2 s of the commit that crossed the line (#26)
+
+
 def main(sections: list[str]) -> None:
     header(f"alert latency and throughput: {', '.join(sections)}")
+    # Closing a collector whose webhook never answers leaves deliveries scheduled: expected here,
+    # and said once per section below rather than once per alert.
+    for name in ("ledger.budgets.delivery", "ledger.budgets.governor"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     external, proc = _external_receiver()
     timing_url, got, timing_server = _timing_receiver()
     try:
@@ -262,7 +272,11 @@ def main(sections: list[str]) -> None:
                 for m in MODES:  # interleaved, so machine noise hits every mode alike
                     rate, fired[m] = throughput(m, external, f"r{rep}")
                     rates[m].append(rate)
-            print(f"collector ingest throughput, {EXPORTERS} exporters x {PER_EXPORTER} requests of 24 spans:")
+            print(
+                f"collector ingest throughput, {EXPORTERS} exporters x {PER_EXPORTER} requests of 24 spans "
+                f"(goal: every hooked mode >= {GOAL_HOOK_RATIO:.1f}x of no hook, median; deliveries still "
+                "scheduled at each close are dropped, as the hung webhook never answers):"
+            )
             print(f"  {'':<30} {'median':>8} {'best':>8}  (spans/s; ratios to no hook: median, best)")
             base, base_best = statistics.median(rates["no hook"]), max(rates["no hook"])
             for m in MODES:
@@ -282,7 +296,7 @@ def main(sections: list[str]) -> None:
 
         if "latency" in sections:
             lat = [alert_latency(timing_url, got) for _ in range(REPEATS)]
-            print("alert latency, 500 concurrent exports through the collector:")
+            print(f"alert latency, 500 concurrent exports through the collector (goal <= {GOAL_ALERT_S * 1000:.0f} ms):")
             for i, level in enumerate(("warn", "exceeded")):
                 values = [x[i] * 1000 for x in lat]
                 print(f"  {level:<8} median {statistics.median(values):5.0f} ms  (max {max(values):.0f} ms)")
