@@ -296,7 +296,9 @@ def main(sections: list[str]) -> None:
 
         if "latency" in sections:
             lat = [alert_latency(timing_url, got) for _ in range(REPEATS)]
-            print(f"alert latency, 500 concurrent exports through the collector (goal <= {GOAL_ALERT_S * 1000:.0f} ms):")
+            print(
+                f"alert latency, 500 concurrent exports through the collector (goal <= {GOAL_ALERT_S * 1000:.0f} ms):"
+            )
             for i, level in enumerate(("warn", "exceeded")):
                 values = [x[i] * 1000 for x in lat]
                 print(f"  {level:<8} median {statistics.median(values):5.0f} ms  (max {max(values):.0f} ms)")
