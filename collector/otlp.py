@@ -34,6 +34,8 @@ from ledger.limits import (
 )
 from ledger.spans import Base64Bytes, SpanEvent, SpanLink, SpanRecord
 
+from .otlp_salvage import Rejected, field_bytes, salvage
+
 __all__ = ["RequestTooLarge", "decode_json", "decode_protobuf", "encode_json", "read_file", "read_file_parts"]
 
 _KINDS = ["UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"]
@@ -160,9 +162,13 @@ def _pb_links(links: Any, budget: _Budget) -> tuple[SpanLink, ...]:
 
 def decode_protobuf(body: bytes) -> list[SpanRecord]:
     request = ExportTraceServiceRequest()
+    salvaged: list[Rejected] = []
     try:
         request.ParseFromString(body)
-    except (DecodeError, ValueError) as exc:
+    except DecodeError as exc:  # invalid UTF-8 in one span costs that span only (collector.otlp_salvage)
+        request = ExportTraceServiceRequest()
+        salvaged = salvage(body, request, ("resourceSpans", "scopeSpans", "spans"), exc)
+    except ValueError as exc:
         raise MalformedInput(f"not an OTLP ExportTraceServiceRequest protobuf: {exc}") from None
     out: list[SpanRecord] = []
     append, attrs, kinds, statuses = out.append, _pb_attrs, _KIND_NAMES.get, _STATUS_NAMES.get
@@ -218,7 +224,15 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
                         decoded_links,
                     )
                 )
+    if salvaged:
+        out.extend(_rejected_span(r) for r in salvaged)
     return out
+
+
+def _rejected_span(item: Rejected) -> SpanRecord:
+    """A span the parser refused, named by the ids its bytes still hold, for ingest to reject alone."""
+    trace_id, span_id = field_bytes(item.raw, 1).hex(), field_bytes(item.raw, 2).hex()
+    return SpanRecord(trace_id, span_id, "", 0, 0, problem=f"{item.where}: {item.problem}")
 
 
 # --- JSON (the OTLP/JSON encoding: hex ids, integers possibly as strings) ----------

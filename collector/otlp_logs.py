@@ -22,17 +22,31 @@ from ledger.log_events import LogEvent
 
 from .otlp import _Budget, _pb_attrs, _pb_value, _SpanProblem
 from .otlp_json_ids import base64_ids
+from .otlp_salvage import Rejected, field_bytes, salvage
 
 __all__ = ["decode_logs_json", "decode_logs_protobuf"]
 
 
 def decode_logs_protobuf(body: bytes) -> list[LogEvent]:
     request = ExportLogsServiceRequest()
+    salvaged: list[Rejected] = []
     try:
         request.ParseFromString(body)
-    except (DecodeError, ValueError) as exc:
+    except DecodeError as exc:  # invalid UTF-8 in one record costs that record only (collector.otlp_salvage)
+        request = ExportLogsServiceRequest()
+        salvaged = salvage(body, request, ("resourceLogs", "scopeLogs", "logRecords"), exc)
+    except ValueError as exc:
         raise MalformedInput(f"not an OTLP ExportLogsServiceRequest protobuf: {exc}") from None
-    return _events(request, sizes=len(body) > MAX_SPAN_BYTES)
+    events = _events(request, sizes=len(body) > MAX_SPAN_BYTES)
+    events.extend(_rejected_record(r) for r in salvaged)
+    return events
+
+
+def _rejected_record(item: Rejected) -> LogEvent:
+    """A record the parser refused, with the ids its bytes still hold (LogRecord fields 9 and 10)."""
+    trace_id, _ = _id(field_bytes(item.raw, 9), 16, "traceId")
+    span_id, _ = _id(field_bytes(item.raw, 10), 8, "spanId")
+    return LogEvent(0, 0, None, trace_id=trace_id, span_id=span_id, problem=f"{item.where}: {item.problem}")
 
 
 def decode_logs_json(body: bytes | str) -> list[LogEvent]:
