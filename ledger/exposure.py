@@ -1,4 +1,4 @@
-"""Who can reach a listening address, and what the dashboard requires when others can.
+"""Who can reach a listening address, and what the dashboard and the collector require when others can.
 
 The dashboard shows every captured prompt, tool argument and result. On a loopback
 address only this machine reaches it and nothing changes (the password, when set,
@@ -9,6 +9,11 @@ Streamlit's default of every interface) it requires a login:
 2. Streamlit's OIDC login (``st.login``), when ``.streamlit/secrets.toml`` has an
    ``[auth]`` section with ``redirect_uri`` and ``cookie_secret``; else
 3. it refuses to start (:class:`DashboardExposed`, naming both fixes).
+
+The collector (``turnledger serve``/``up``, ``CollectorServer``) takes spans and serves the ledger,
+captured prompts included, to whoever holds its bearer token: on any other address than loopback
+it refuses to start without ``TURNLEDGER_TOKEN`` unless told ``--insecure-no-auth`` in so many
+words (:func:`collector_auth`), and then says so on every start and on ``/healthz``.
 
 One decision for every way in: ``turnledger dashboard``/``up`` before they start the
 process, ``python -m dashboard`` before it execs Streamlit, and the app itself before
@@ -23,15 +28,32 @@ from pathlib import Path
 from typing import Literal
 
 from ledger.errors import InputError
-from ledger.settings import DASHBOARD_PASSWORD
+from ledger.settings import DASHBOARD_PASSWORD, TOKEN
 
-__all__ = ["DashboardExposed", "Login", "dashboard_login", "is_loopback", "oidc_configured", "secrets_files"]
+__all__ = [
+    "INSECURE_NO_AUTH",
+    "OPEN_BY_CHOICE",
+    "CollectorExposed",
+    "DashboardExposed",
+    "Login",
+    "collector_auth",
+    "dashboard_login",
+    "is_loopback",
+    "oidc_configured",
+    "secrets_files",
+]
 
 Login = Literal["none", "password", "oidc"]
+INSECURE_NO_AUTH = "--insecure-no-auth"  # the flag, named once: the refusal, the banner and /healthz quote it
+OPEN_BY_CHOICE = f"none ({INSECURE_NO_AUTH})"  # collector_auth's answer for a collector open on purpose
 
 
 class DashboardExposed(InputError):
     """The dashboard would listen beyond this machine with no login configured."""
+
+
+class CollectorExposed(InputError):
+    """The collector would listen beyond this machine with no token, and was not told to anyway."""
 
 
 def is_loopback(host: str | None) -> bool:
@@ -76,4 +98,22 @@ def dashboard_login(address: str | None, *, password: str | None, oidc: bool) ->
         f"the dashboard would listen on {where}, reachable from other machines, and it shows every captured "
         f"prompt: set {DASHBOARD_PASSWORD} to a password, or configure Streamlit's OIDC login ([auth] in "
         ".streamlit/secrets.toml), or listen on 127.0.0.1"
+    )
+
+
+def collector_auth(host: str | None, *, token: str | None, insecure_no_auth: bool = False) -> str:
+    """How the collector on ``host`` authenticates, as ``/healthz`` reports it; raises
+    :class:`CollectorExposed` for a non-loopback address with no token unless ``insecure_no_auth``."""
+    if token:
+        return "bearer token"
+    if is_loopback(host):
+        return "none (loopback only)"
+    if insecure_no_auth:
+        return OPEN_BY_CHOICE
+    where = repr(host) if host else "every interface"
+    raise CollectorExposed(
+        f"the collector would listen on {where}, reachable from other machines, with no token: anyone could "
+        f"write spans and read the ledger and every captured prompt. Set {TOKEN} to a secret token (exporters "
+        f"send it as `Authorization: Bearer <token>`), or listen on 127.0.0.1, or pass {INSECURE_NO_AUTH} "
+        "to serve it open anyway"
     )

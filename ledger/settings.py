@@ -80,8 +80,11 @@ def server_url() -> str | None:
     return _env("TURNLEDGER_SERVER")
 
 
+TOKEN = "TURNLEDGER_TOKEN"
+
+
 def token() -> str | None:
-    return _env("TURNLEDGER_TOKEN")
+    return _env(TOKEN)
 
 
 def capture_mode() -> str:

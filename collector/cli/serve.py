@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING
 
 from collector.receiver.defaults import DEFAULT_GRPC_PORT, DEFAULT_HOST, DEFAULT_PORT, MiB
 from ledger.errors import MalformedInput, TurnledgerError
-from ledger.exposure import dashboard_login, is_loopback, oidc_configured
+from ledger.exposure import (
+    INSECURE_NO_AUTH,
+    OPEN_BY_CHOICE,
+    collector_auth,
+    dashboard_login,
+    is_loopback,
+    oidc_configured,
+)
 from ledger.settings import ALLOW_PRIVATE_WEBHOOKS, dashboard_password, db_path, prices_file, redaction_settings, token
 
 from .args import add_data_path
@@ -58,6 +65,12 @@ def add_serve(p: argparse.ArgumentParser) -> None:
         "--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this machine only)"
     )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}, the OTLP/HTTP port)")
+    p.add_argument(
+        INSECURE_NO_AUTH,
+        action="store_true",
+        help="on a non-loopback --host, start without $TURNLEDGER_TOKEN (refused otherwise): anyone who reaches "
+        "the port can write spans and read the ledger; said on every start and on /healthz",
+    )
     grpc = p.add_mutually_exclusive_group()
     grpc.add_argument(
         "--grpc-port",
@@ -197,12 +210,14 @@ def _config(a: argparse.Namespace) -> ServerConfig:
     except ValueError as exc:
         raise TurnledgerError(str(exc)) from None
     quality_policy()  # TURNLEDGER_QUALITY checked at start, not at the first judgment an exporter sends
+    collector_auth(a.host, token=token(), insecure_no_auth=a.insecure_no_auth)  # refused before anything starts
     return ServerConfig(
         host=a.host,
         port=a.port,
         grpc_port=None if a.no_grpc else a.grpc_port,
         db=a.db or db_path(),
         token=token(),
+        insecure_no_auth=a.insecure_no_auth,
         max_body_bytes=int(a.max_body_mb * MiB),
         max_decoded_bytes=max(int(a.max_body_mb * MiB), 64 * MiB),
         max_queued_spans=a.queue_spans,
@@ -248,11 +263,12 @@ def _start(config: ServerConfig, sweep_interval: float, webhooks: TargetPolicy) 
             f"cannot listen on {config.host}:{config.port}: {exc.strerror or exc}. "
             "Is another collector running? Choose another --port."
         ) from None
-    if not is_loopback(config.host) and not config.token:
+    if server.auth == OPEN_BY_CHOICE:  # on every start, where the operator looks
         print(
-            f"warning: listening on {config.host} without TURNLEDGER_TOKEN: anyone who can reach this port "
-            "can write spans and read the ledger",
+            f"warning: {INSECURE_NO_AUTH}: listening on {config.host} without TURNLEDGER_TOKEN: anyone who can "
+            "reach this port can write spans and read the ledger, captured prompts included",
             file=sys.stderr,
+            flush=True,
         )
     return server
 
@@ -312,6 +328,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
             flush=True,
         )
     print(f"  budgets and alerts while it runs: TURNLEDGER_SERVER={server.url} turnledger budget list", flush=True)
+    print(f"  auth: {server.auth}", flush=True)
     print("  Ctrl-C stops it.", flush=True)
     try:
         wait_for_stop()
@@ -386,6 +403,7 @@ def cmd_up(a: argparse.Namespace) -> int:
         if server.grpc_url:
             print(f"  or over OTLP/gRPC:     {server.grpc_url}  (OTEL_EXPORTER_OTLP_PROTOCOL=grpc)", flush=True)
         print(f"  budgets and alerts:    export TURNLEDGER_SERVER={server.url}", flush=True)
+        print(f"  collector auth:        {server.auth}", flush=True)
         print("  Ctrl-C stops " + ("both." if dashboard else "it."), flush=True)
 
         def dashboard_died() -> bool:

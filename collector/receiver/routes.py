@@ -211,7 +211,7 @@ def healthz(c: CollectorServer, *, figures: bool) -> Reply:
     ledger's path and the writer's figures, which are not for anyone who can reach the port."""
     st = c.writer.stats
     alive = c.writer.alive
-    liveness = {"status": "ok" if alive else "unavailable", "service": "turnledger", "auth": bool(c.config.token)}
+    liveness = {"status": "ok" if alive else "unavailable", "service": "turnledger", "auth": c.auth}
     if not figures:
         return json_reply(200 if alive else 503, liveness)
     return json_reply(

@@ -26,6 +26,7 @@ import duckdb
 
 from ledger import lake
 from ledger.budgets.windows import system_clock
+from ledger.exposure import collector_auth
 from ledger.pricing import PriceBook
 from ledger.retention.sampling import Sampler, SamplingPolicy
 from ledger.settings import db_path
@@ -56,6 +57,8 @@ class ServerConfig:
     grpc_port: int | None = None  # OTLP/gRPC as well (`turnledger serve`: 4317); 0: a free port; None: off
     db: Path | str | None = None  # default: $TURNLEDGER_DB or ./turnledger.duckdb
     token: str | None = None  # bearer token for ingest and queries (the CLI reads $TURNLEDGER_TOKEN)
+    # No token on a non-loopback host: refused at start unless this is set (`serve --insecure-no-auth`).
+    insecure_no_auth: bool = False
     max_body_bytes: int = 16 * MiB  # on the wire; larger → 413
     max_decoded_bytes: int = 64 * MiB  # after gzip/deflate; larger → 413
     max_queued_spans: int = 200_000  # decoded, not yet committed; more → 429
@@ -102,6 +105,8 @@ class CollectorServer:
     ) -> None:
         self.config = config or ServerConfig()
         cfg = self.config
+        # Refused before anything opens: an open collector serves the ledger to anyone who reaches it.
+        self.auth = collector_auth(cfg.host, token=cfg.token, insecure_no_auth=cfg.insecure_no_auth)
         self.db_path = Path(cfg.db) if cfg.db is not None else db_path()
         self.governor = governor
         self.sweep_interval = sweep_interval

@@ -260,7 +260,7 @@ def test_a_connection_that_never_finishes_its_head_is_closed_at_the_deadline(mak
 
 def test_healthz_without_the_token_is_liveness_only(make_server):
     server = make_server(token="t0ken")
-    assert request(f"{server.url}/healthz").json() == {"status": "ok", "service": "turnledger", "auth": True}
+    assert request(f"{server.url}/healthz").json() == {"status": "ok", "service": "turnledger", "auth": "bearer token"}
     full = request(f"{server.url}/healthz", headers={"Authorization": "Bearer t0ken"}).json()
     assert full["db"] == str(server.db_path) and full["writer"]["alive"]
 
