@@ -114,6 +114,7 @@ def describe_queries() -> dict[str, Any]:
     return out
 
 
+MAX_COUNT = 1_000_000  # rows, runs or bins one parameter may ask for
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -126,8 +127,11 @@ def _convert(param: Parameter, raw: str) -> Any:
             if low in _TRUE | _FALSE:
                 return low in _TRUE
             raise ValueError("expected true or false")
-        if t is int:
-            return int(raw)
+        if t is int:  # every int parameter is a count (limit, window, bins): past BIGINT or negative was a 500
+            count = int(raw)
+            if not 0 <= count <= MAX_COUNT:
+                raise ValueError(f"expected a count from 0 to {MAX_COUNT:,}")
+            return count
         if t is float:
             number = float(raw)
             if not math.isfinite(number):

@@ -115,14 +115,17 @@ METRICS: Mapping[str, MetricSpec] = {
 }
 
 
+MAX_MONEY = Decimal(10**15)  # a budget amount: DECIMAL(38, 12) holds 10^26; no budget is near 10^15
+
+
 def parse_money(value: str | int | float | Decimal, what: str = "limit") -> Decimal:
     """A non-negative exact amount; floats go through ``str`` so 0.1 stays 0.1."""
     try:
         amount = value if isinstance(value, Decimal) else Decimal(str(value).strip().lstrip("$"))
     except InvalidOperation:
         raise BudgetError(f"{what}={value!r} is not a number") from None
-    if not amount.is_finite() or amount < 0:
-        raise BudgetError(f"{what}={value!r} must be a finite number >= 0")
+    if not amount.is_finite() or not 0 <= amount <= MAX_MONEY:  # past DECIMAL(38, 12) was a 500
+        raise BudgetError(f"{what}={value!r} must be a finite number from 0 to {MAX_MONEY:,}")
     return amount
 
 

@@ -237,6 +237,9 @@ def remove_budget(con: duckdb.DuckDBPyConnection, id_or_name: str) -> dict[str, 
     return {**rule.to_dict(), "description": rule.describe()}
 
 
+MAX_ALERTS_LISTED = 10_000  # alerts in one answer: page with since= for more
+
+
 def alerts_doc(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -249,8 +252,8 @@ def alerts_doc(
     """``alerts``: newest first; with ``deliveries`` each carries its delivery attempts."""
     if level is not None and level not in ("ok", "warn", "exceeded"):
         raise BudgetError(f"level={level!r}: choose ok, warn or exceeded")
-    if limit < 1:
-        raise BudgetError(f"limit={limit!r} must be at least 1")
+    if not 1 <= limit <= MAX_ALERTS_LISTED:  # a bigger int than DuckDB's BIGINT was a 500
+        raise BudgetError(f"limit={limit!r} must be between 1 and {MAX_ALERTS_LISTED:,}")
     if since is not None and since.tzinfo is None:
         since = since.replace(tzinfo=UTC)
     alerts = list_alerts(con, budget=budget, level=level, since=since, limit=limit)

@@ -146,6 +146,9 @@ def test_budget_routes_need_the_token_and_name_what_is_wrong(tmp_path):
         assert missing.status == 404 and "'nope'" in missing.json()["error"]
         bad = request(f"{server.url}/api/alerts?level=loud", "GET", None, auth)
         assert bad.status == 400 and "'loud'" in bad.json()["error"]
+        for limit in ("-1", "0", "10001", str(2**63)):  # 2**63 overflowed DuckDB's BIGINT: it was a 500
+            bad = request(f"{server.url}/api/alerts?limit={limit}", "GET", None, auth)
+            assert bad.status == 400 and "must be between 1 and 10,000" in bad.json()["error"], limit
 
         swept = client.sweep(wait=0)
         assert swept["alerts"] == []  # the ingest already alerted: a sweep repeats nothing
