@@ -57,7 +57,7 @@ from functools import lru_cache
 from typing import Any
 
 from . import conventions as c
-from . import framework_usage
+from . import framework_usage, model_names
 from .limits import MAX_ATTEMPT, MAX_TOKENS
 from .pricing import TokenCounts
 from .spans import SpanRecord
@@ -417,9 +417,13 @@ def model_call(span: SpanRecord) -> ModelCall | None:
     if isinstance(finish, (list, tuple)):
         finish = ",".join(str(f) for f in finish)
     attempt, retry_cause = _attempt_of(a)
+    provider, model = model_names.resolve(
+        str(_first(a, _PROVIDER_KEYS) or _first(span.resource, _PROVIDER_KEYS) or "").lower(),
+        str(_first(a, _MODEL_KEYS) or ""),
+    )
     return ModelCall(
-        provider=str(_first(a, _PROVIDER_KEYS) or _first(span.resource, _PROVIDER_KEYS) or "").lower(),
-        model=str(_first(a, _MODEL_KEYS) or ""),
+        provider=provider,
+        model=model,
         tokens=tokens,
         convention=convention,
         call_id=str(a.get(c.CALL_ID) or span.span_id),

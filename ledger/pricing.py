@@ -51,6 +51,7 @@ _PROVIDER_IDS = {
     "azure.ai.inference": "azure",
     "az.ai.openai": "azure",
     "x_ai": "x-ai",
+    "mistral_ai": "mistral",
 }
 _DATE_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2}|v\d+(?::\d+)?)$")
 
