@@ -10,6 +10,8 @@ The tables as they stand after every migration are declared in
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 from collections.abc import Callable
@@ -20,12 +22,13 @@ import pyarrow as pa
 from . import conventions as c
 from . import lake, terms
 from .conventions import EVENT_LOOP_TRIP
+from .errors import TurnledgerError
 from .health_columns import BACKFILL as HEALTH_BACKFILL
 from .loops import call_fingerprint
 from .runs import STEP_CAP_SHAPE, tools_used, version_aggregates
 from .tables import USD, term_columns
 
-__all__ = ["MIGRATIONS", "add_term_columns", "migrate", "pending_migrations", "schema_version"]
+__all__ = ["MIGRATIONS", "MigrationFailed", "add_term_columns", "migrate", "pending_migrations", "schema_version"]
 
 _V1_TABLES = f"""
 CREATE TABLE spans (
@@ -298,19 +301,23 @@ def add_term_columns(key: str) -> Migration:
 
     def add_columns(con: duckdb.DuckDBPyConnection) -> None:
         for table in ("charges", "runs"):
-            alters = [s for c in columns for s in _add_not_null(table, c.name, c.sql_type, "0")]
-            _alter_indexed(con, table, alters)
+            for column in columns:
+                _execute(con, _add_column(table, column.name, column.sql_type, "0"))
 
     return add_columns
 
 
-def _add_not_null(table: str, column: str, sql_type: str, default: str) -> list[str]:
-    """A NOT NULL column with a default for the rows already there, in two steps: DuckDB 1.5
-    refuses constraints in ADD COLUMN ("Adding columns with constraints not yet supported")."""
-    return [
-        f"ALTER TABLE {table} ADD COLUMN {column} {sql_type} DEFAULT {default}",
-        f"ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL",
-    ]
+def _add_column(table: str, column: str, sql_type: str, default: str) -> str:
+    """A column added to a table that may hold rows: they get ``default``, and so does every row
+    written without it.
+
+    No NOT NULL (``ledger.write`` always fills the column): DuckDB 1.5 refuses SET NOT NULL in the
+    transaction that added the column once the table holds rows ("Cannot create index with
+    outstanding updates", #41: every ledger of a real user), and a migration is one transaction
+    so that a crash or a failure leaves the ledger as the release before it wrote it. Nor are
+    the table's indexes dropped around it: ADD COLUMN stands beside an index.
+    """
+    return f"ALTER TABLE {table} ADD COLUMN {column} {sql_type} DEFAULT {default}"
 
 
 def _alter_indexed(con: duckdb.DuckDBPyConnection, table: str, alters: list[str]) -> None:
@@ -325,26 +332,51 @@ def _alter_indexed(con: duckdb.DuckDBPyConnection, table: str, alters: list[str]
 
 
 def _execute(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Run migration SQL; on a DuckLake, without what it refuses (``ledger.lake.ddl``)."""
+    """Run migration SQL; on a DuckLake, without what it refuses (``ledger.lake.ddl``).
+
+    Every statement of a migration goes through here, so a failure can name the one it was at."""
     if lake.is_lake(con):
         sql = lake.ddl(sql)
         if not sql.strip(" ;\n"):
             return
+    _statements.set((*_statements.get(), sql))
     con.execute(sql)
+
+
+# The statements the running migration has sent so far, for the message if one fails.
+_statements: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("migration_statements", default=())
+
+
+class MigrationFailed(TurnledgerError):
+    """A migration could not be applied; it was rolled back whole (the message names it and its step).
+
+    None of the four kinds: nothing the user sent is wrong and retrying will not help; the ledger
+    stays readable by the release that wrote it."""
+
+
+def _failed(version: int, name: str, exc: Exception) -> MigrationFailed:
+    sent = _statements.get()
+    step = " ".join(sent[-1].split())[:160] if sent else "before its first statement"
+    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return MigrationFailed(
+        f"migration {version} ({name}) failed at step {len(sent) or 1} ({step}): {cause}. Nothing of it was "
+        f"written: the ledger is as it was, and the turnledger release that wrote it still opens it. "
+        "Report this with the message; a copy of the ledger file (or the lake's catalog) lets us reproduce it."
+    )
 
 
 def _v6_invalid_usage(con: duckdb.DuckDBPyConnection) -> None:
     """Charges whose reported usage could not be taken (negative, NaN, past MAX_TOKENS...) are
     flagged, and runs count them, like unpriced calls: never a silent $0."""
-    _alter_indexed(con, "charges", _add_not_null("charges", "invalid_usage", "BOOLEAN", "false"))
-    _alter_indexed(con, "runs", _add_not_null("runs", "invalid_usage_calls", "INTEGER", "0"))
+    _execute(con, _add_column("charges", "invalid_usage", "BOOLEAN", "false"))
+    _execute(con, _add_column("runs", "invalid_usage_calls", "INTEGER", "0"))
 
 
 def _v21_incomplete_usage(con: duckdb.DuckDBPyConnection) -> None:
     """Charges whose usage is only part of the call's (output with no input: a stream's last event)
     are flagged, and runs count them, as invalid usage is: charged as sent, listed, never a cache break."""
-    _alter_indexed(con, "charges", _add_not_null("charges", "incomplete_usage", "BOOLEAN", "false"))
-    _alter_indexed(con, "runs", _add_not_null("runs", "incomplete_usage_calls", "INTEGER", "0"))
+    _execute(con, _add_column("charges", "incomplete_usage", "BOOLEAN", "false"))
+    _execute(con, _add_column("runs", "incomplete_usage_calls", "INTEGER", "0"))
 
 
 def _v10_content_refs(con: duckdb.DuckDBPyConnection) -> None:
@@ -362,13 +394,13 @@ def _v12_step_cap_and_enabled(con: duckdb.DuckDBPyConnection) -> None:
     """A step-cap halt is the harness's step limit, not the loop detector: runs count it apart
     (``step_cap_halts``) and ``loop_trips`` no longer includes it. A budget rule can be
     switched off without losing it or its alert history."""
-    _alter_indexed(con, "runs", _add_not_null("runs", "step_cap_halts", "INTEGER", "0"))
+    _execute(con, _add_column("runs", "step_cap_halts", "INTEGER", "0"))
     con.execute(
         f"""UPDATE runs SET step_cap_halts = g.halts, loop_trips = runs.loop_trips - g.halts
 FROM (SELECT trace_id, count(*) AS halts FROM guard_events WHERE name = '{EVENT_LOOP_TRIP}' AND shape = '{STEP_CAP_SHAPE}'
       GROUP BY trace_id) g WHERE g.trace_id = runs.trace_id"""
     )
-    _alter_indexed(con, "budgets", _add_not_null("budgets", "enabled", "BOOLEAN", "true"))
+    _execute(con, _add_column("budgets", "enabled", "BOOLEAN", "true"))
 
 
 # Migration 13 (``ledger.content``): content blocks keyed by their 16-byte hash, and each call's
@@ -649,6 +681,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         if version not in missing:
             continue
         con.execute("BEGIN TRANSACTION")
+        sent = _statements.set(())
         try:
             if callable(step):
                 step(con)
@@ -656,7 +689,10 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
                 _execute(con, step)
             con.execute("INSERT INTO schema_migrations VALUES (?, ?, now())", [version, name])
             con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+        except Exception as exc:
+            with contextlib.suppress(duckdb.Error):  # a failed COMMIT has ended the transaction already
+                con.execute("ROLLBACK")
+            raise _failed(version, name, exc) from exc
+        finally:
+            _statements.reset(sent)
     return schema_version(con)

@@ -43,10 +43,16 @@ def open_ledger(
     """
     target = str(path if path is not None else db_path())
     if lake.is_lake_target(target):
-        con = lake.connect(target, data_path=data_path or default_data_path(), read_only=read_only)
-        if not read_only:  # collectors starting together: one migrates, the others find it done
-            with lake_lock.exclusive(con):
-                migrate(con)
+        data_path = data_path or default_data_path()
+        con = lake.connect(target, data_path=data_path, read_only=read_only)
+        if read_only and schema_version(con) and pending_migrations(con):
+            con.close()  # written by an older turnledger: upgraded once by a short-lived writer, as a file is
+            con = lake.connect(target, data_path=data_path, read_only=False)
+            _migrate_lake(con)
+            con.close()
+            con = lake.connect(target, data_path=data_path, read_only=True)
+        if not read_only:
+            _migrate_lake(con)
         return con
     if read_only and target != ":memory:" and not Path(target).exists():
         raise TurnledgerError(
@@ -61,6 +67,12 @@ def open_ledger(
     if not read_only:
         migrate(con)
     return con
+
+
+def _migrate_lake(con: duckdb.DuckDBPyConnection) -> None:
+    """Collectors (and readers finding an older lake) starting together: one migrates, the others find it done."""
+    with lake_lock.exclusive(con):
+        migrate(con)
 
 
 def _upgrade(target: str) -> None:

@@ -212,9 +212,6 @@ _REFUSED = (
     re.compile(r"\s+PRIMARY KEY\b", re.IGNORECASE),  # a column's
     re.compile(r"\s+USING COMPRESSION\s+\w+", re.IGNORECASE),  # Parquet files compress on their own
     re.compile(r"CREATE INDEX[^;]*;?", re.IGNORECASE),
-    # The second step of a NOT NULL column added to a table (ledger.schema): DuckLake cannot check
-    # rows of the same transaction, so such a column stays nullable there (rows always fill it).
-    re.compile(r"ALTER TABLE \w+ ALTER COLUMN \w+ SET NOT NULL;?", re.IGNORECASE),
 )
 
 
