@@ -336,6 +336,8 @@ def tenant_of(span: SpanRecord) -> str | None:
 
 def is_model_call(span: SpanRecord) -> bool:
     attrs = span.attributes
+    if "count_tokens" in span.name.lower() or "count_tokens" in str(attrs.get(c.OPERATION_NAME, "")).lower():
+        return False  # the token-counting endpoint is free, whatever usage-like count its span reports
     if framework_usage.stamped_by_litellm(span):
         return False  # LiteLLM's attributes of its latest call on an application's span: its raw spans are the calls
     op = attrs.get(c.OPERATION_NAME)
@@ -410,6 +412,11 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         a = {**a, **shape[0]}
     bad: list[str] = []
     tokens, convention, usage_terms = _tokens(span, a, None if shape is None else shape[1], bad)
+    if not usage_terms and not bad and span.status_code != "ERROR" and not any(response_ids(span)):
+        # Nothing was billed that the span can show: no usage and no provider response id (token
+        # counting, prompt preparation, a framework's wrapper around the call). A failed attempt
+        # (ERROR) stays: it is an attempt of a call, counted in the error figures.
+        return None
     incomplete = "" if bad else _incomplete(tokens)  # an unreadable count is flagged as invalid already
     if incomplete:
         usage_terms = INCOMPLETE_TERMS
