@@ -330,6 +330,10 @@ def compare(source: Source, f: q.Filters, by: str, a: str, b: str) -> dict[str, 
     """``compare_rows`` over the rows a source (the file, a server) holds for versions ``a`` and ``b``."""
     if a == b:
         raise InputError(f"compare needs two different versions; got {a!r} twice")
+    if by in q.FILTER_DIMENSIONS:  # a typo'd version is named with the near ones, never an empty comparison
+        options = source.records(q.filter_options)
+        for version in (a, b):
+            q.check_values({by: version}, options)
     runs = source.records(q.compare_runs, f, by=by, a=a, b=b)
     tools = source.records(q.compare_tools, f, by=by, a=a, b=b)
     return compare_rows(runs, tools, by, a, b)

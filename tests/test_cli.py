@@ -175,8 +175,18 @@ def test_a_filter_value_no_run_has_is_named_with_the_near_ones(tmp_path, capsys)
     for command in ("runs", "report"):
         assert main([command, "--tenant", "globx", "--db", str(db)]) == 2
         assert "tenant 'globx' is in no run: did you mean 'globex'?" in capsys.readouterr().err
+        assert main([command, "--tenant", "ACME", "--db", str(db)]) == 2  # a case no difflib ratio finds
+        assert "tenant 'ACME' is in no run: did you mean 'acme'?" in capsys.readouterr().err
     assert main(["runs", "--agent-version", "9.9", "--db", str(db)]) == 2
     assert "agent version '9.9' is in no run: the ledger has '1.4.0'" in capsys.readouterr().err
+    assert main(["compare", "--by", "agent_version", "1.4.0", "1.4.1", "--db", str(db)]) == 2  # not an empty comparison
+    assert "agent version '1.4.1' is in no run: did you mean '1.4.0'" in capsys.readouterr().err
+    # A budget may come before its first run: kept, with a warning naming the near values.
+    assert main(["budget", "add", "acme-day", "--limit", "5", "--scope", "tenant=ACME", "--db", str(db)]) == 0
+    warned = capsys.readouterr().err
+    assert "warning: tenant 'ACME' is in no run: did you mean 'acme'?" in warned and "rule is kept" in warned
+    assert main(["budget", "add", "acme-day-2", "--limit", "5", "--scope", "tenant=acme", "--db", str(db)]) == 0
+    assert "warning" not in capsys.readouterr().err
     assert main(["runs", "--sort", "costs", "--db", str(db)]) == 2
     assert "--sort 'costs': choose one of recent, cost, turns" in capsys.readouterr().err
 

@@ -122,6 +122,8 @@ def _budget_add(a: argparse.Namespace) -> int:
     client = _client(a)
     stored = client.add_budget(request) if client else store_budget(_write(a.db), rule)
     print(f"added {stored['id']}: {stored['description']}")
+    if stored.get("warning"):
+        print(f"turnledger budget add: warning: {stored['warning']}", file=sys.stderr)
     return 0
 
 

@@ -32,6 +32,7 @@ EMPTY = (
     "arrive, and this page then shows each one against its limit and every alert fired."
 )
 _DONE_KEY = "_tl_budget_done"
+_WARNED_KEY = "_tl_budget_warned"
 
 
 def _in_unit(metric: Any, value: Any, relative: Any) -> str:
@@ -135,6 +136,7 @@ def _apply(action: str, operation: Any) -> None:
         st.text(str(exc))  # may quote what was typed: shown as text
         return
     st.session_state[_DONE_KEY] = f"{action}: {doc['description']}"
+    st.session_state[_WARNED_KEY] = doc.get("warning")  # a scope no run has yet: kept, said
     st.rerun()
 
 
@@ -149,7 +151,9 @@ def _add_form() -> None:
     with st.form("budget_add"):
         c = st.columns(4)
         name = c[0].text_input("Name", placeholder="acme-daily", key="budget_add_name")
-        scope = c[1].text_input("Scope", value="global", help="global, or tenant=X, agent=X, model=X, call_site=X")
+        scope = c[1].text_input(
+            "Scope", value="global", help="global, or tenant=X, agent=X, model=X, call_site=X", key="budget_add_scope"
+        )
         window = c[2].selectbox("Window", WINDOWS, index=WINDOWS.index("day"), key="budget_add_window")
         limit = _limit_input(c[3], "Limit", METRICS[metric].unit, None, key=f"budget_add_limit_{metric}")
         c = st.columns(4)
@@ -313,6 +317,9 @@ def render() -> None:
     if done:
         st.success("Budget " + done.split(":", 1)[0] + ".", icon=":material/check_circle:")
         st.text(done)  # the rule's description holds its name: text, not markdown
+        if warned := st.session_state.pop(_WARNED_KEY, None):
+            st.warning("Its scope names nothing seen yet: a typo?", icon=":material/warning:")
+            st.text(warned)  # quotes what was typed: text, not markdown
     statuses = load_budgets()
     if not statuses:
         st.info(EMPTY, icon=":material/savings:")

@@ -23,6 +23,8 @@ from typing import Any
 
 import duckdb
 
+from ledger import queries as q
+
 from .alerts import AlertEvent, format_value
 from .evaluate import current
 from .governor import Governor
@@ -181,7 +183,23 @@ def add_budget(
     rule = rule if isinstance(rule, Rule) else rule_from_request(rule)
     check_new_targets(rule.webhooks, policy or TargetPolicy.from_settings())
     stored = add_rule(con, rule)
-    return jsonable(_rule_doc(stored))
+    doc = jsonable(_rule_doc(stored))
+    if unseen := _unseen_scope(con, rule.scope):
+        doc["warning"] = unseen
+    return doc
+
+
+def _unseen_scope(con: duckdb.DuckDBPyConnection, scope: Scope) -> str:
+    """Why the scope names nothing seen yet ("" when it does, or when its kind is no filter dimension).
+
+    Accepted all the same (a rule may come before its first run), but a typo is the likelier case."""
+    if scope.kind not in ("tenant", "agent", "model") or scope.value is None:
+        return ""
+    try:
+        q.check_values({scope.kind: scope.value}, q.records(con, q.filter_options()))
+    except q.UnknownFilterValue as exc:
+        return f"{exc}. The rule is kept, and counts from the first run that has it."
+    return ""
 
 
 EDITABLE = ("limit", "soft_fraction", "enabled", "min_runs", "rollback")

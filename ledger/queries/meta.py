@@ -14,6 +14,7 @@ __all__ = [
     "FILTER_DIMENSIONS",
     "UnknownFilterValue",
     "check_filters",
+    "check_values",
     "filter_options",
     "filter_values",
     "price_sources",
@@ -87,16 +88,22 @@ def check_filters(f: Filters, options: Iterable[Mapping[str, Any]]) -> None:
     """Raise ``UnknownFilterValue`` when a set filter's value is in no run (``options``: ``filter_options``'
     rows), naming the nearest known values: a typo says so instead of showing an empty result. When every
     value exists, an empty result means the combination matches nothing, which is a finding."""
+    # stop_cause is a dimension, not a Filters field
+    check_values({d: v for d in FILTER_DIMENSIONS if (v := getattr(f, d, None)) is not None}, options)
+
+
+def check_values(named: Mapping[str, str], options: Iterable[Mapping[str, Any]]) -> None:
+    """``check_filters`` for values given by dimension (a version to compare, a budget's scope)."""
     known: dict[str, list[str]] = {}
     for row in options:
         known.setdefault(str(row["dimension"]), []).append(str(row["value"]))
     problems = []
-    for dimension in FILTER_DIMENSIONS:
-        value = getattr(f, dimension, None)  # stop_cause is a dimension, not a Filters field
+    for dimension, value in named.items():
         values = known.get(dimension, [])
         if value is None or value in values:
             continue
-        near = difflib.get_close_matches(value, values, n=3, cutoff=0.6)
+        near = [v for v in values if v.casefold() == value.casefold()]  # ACME for acme: difflib is case-sensitive
+        near = near or difflib.get_close_matches(value, values, n=3, cutoff=0.6)
         if near:
             hint = "did you mean " + " or ".join(map(repr, near)) + "?"
         elif values:

@@ -606,6 +606,21 @@ def test_a_hostile_span_name_never_reaches_a_waterfall_label(app, extended_db):
     assert labels and not [x for x in labels if any(ch in x for ch in "<>[]()!:*`")]  # our words and numbers only
 
 
+def test_a_budget_scope_no_run_has_is_added_with_a_warning(app, sample_db, tmp_path):
+    """A rule may come before its first run, but a typo is likelier: the page says which values exist."""
+    db = tmp_path / "budgets.duckdb"
+    shutil.copy(sample_db, db)
+    at = app(db, "budgets")
+    at.text_input(key="budget_add_name").input("acme-day")
+    at.text_input(key="budget_add_scope").input("tenant=ACME")
+    at.number_input(key="budget_add_limit_spend").set_value(5.0)
+    next(b for b in at.button if b.label == "Add budget").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Budget added." in [s.value for s in at.success]
+    assert [w.value for w in at.warning] == ["Its scope names nothing seen yet: a typo?"]
+    assert any("did you mean 'acme'?" in t.value for t in at.text)
+
+
 def test_budgets_are_managed_through_the_server_the_page_reads_from(sample_db, tmp_path, monkeypatch):
     """While `turnledger serve` owns the file, the page's changes go through its budget routes."""
     from collector.client import ServerClient
