@@ -103,6 +103,12 @@ def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
             raise TurnledgerError(f"cannot open ledger {target!r}: {exc}") from None
         raise LedgerBusy(
             f"cannot open ledger {target!r}: another process holds it ({exc}). If that is `turnledger serve` "
-            "or `turnledger up`, it owns the file: read through it instead, with `--server http://127.0.0.1:4318` "
-            "(its address) or TURNLEDGER_SERVER=http://127.0.0.1:4318, plus TURNLEDGER_TOKEN if it needs a token."
+            "or `turnledger up`, it owns the file: read through it instead, with `--server URL` or "
+            "TURNLEDGER_SERVER=URL (the address it printed as it started; http://127.0.0.1:4318 unless given "
+            "--port), plus TURNLEDGER_TOKEN if it needs a token."
+        ) from None
+    except duckdb.Error as exc:  # a path DuckDB reads as something else (good.json: "in-memory ... read-only")
+        raise TurnledgerError(
+            f"cannot open ledger {target!r}: it is not a DuckDB ledger file ({str(exc).splitlines()[0]}); "
+            "give a .duckdb file written by turnledger, or a DuckLake (ducklake:…)"
         ) from None
