@@ -33,6 +33,7 @@ from ledger.budgets.service import (
     remove_budget,
     rule_from_request,
     sweep_doc,
+    target_states,
 )
 from ledger.budgets.windows import system_clock
 from ledger.schema import pending_migrations
@@ -242,7 +243,14 @@ def _fmt(value: Any, metric: str | None = None) -> str:
 
 def run_alerts(a: argparse.Namespace) -> int:
     since = a.since.replace(tzinfo=a.since.tzinfo or UTC) if a.since else None
-    query = {"budget": a.budget, "level": a.level, "since": since, "limit": a.limit, "deliveries": a.deliveries}
+    # The attempts are always fetched: the targets' circuit breakers are replayed from them.
+    query = {
+        "budget": a.budget,
+        "level": a.level,
+        "since": since,
+        "limit": a.limit,
+        "deliveries": a.deliveries or not a.json,
+    }
     client = _client(a, reading=True)
     alerts = client.alerts(**query) if client else alerts_doc(_read(a.db), **query)
     if a.json:
@@ -251,6 +259,12 @@ def run_alerts(a: argparse.Namespace) -> int:
     if not alerts:
         print("no alerts", file=sys.stderr)
         return 0
+    _print_alerts(alerts, a.deliveries)
+    _print_targets(target_states(alerts, datetime.now(UTC)))
+    return 0
+
+
+def _print_alerts(alerts: list[dict[str, Any]], deliveries: bool) -> None:
     for x in alerts:
         name = x["budget"] or f"(removed {x['budget_id']})"
         print(
@@ -258,8 +272,26 @@ def run_alerts(a: argparse.Namespace) -> int:
             f"threshold {_fmt(x['threshold'], x.get('metric'))}  {x['window_key']}  "
             f"delivered {x['delivered']}/{x['attempts']} attempts  [{x['id'][:12]}]"
         )
-        for d in x.get("deliveries", []):
+        if not deliveries:
+            continue
+        for d in x["deliveries"]:
             print(
                 f"    #{d['attempt']} {_when(d['attempted_at']):%H:%M:%S} {d['status']:<9} {d['target']}  {d['detail']}"
             )
-    return 0
+
+
+def _print_targets(targets: list[dict[str, Any]]) -> None:
+    """Each webhook target's circuit breaker, as the attempts of the alerts above tell it."""
+    if not targets:
+        return
+    print("\nwebhook targets (circuit breaker, from the delivery attempts of these alerts):")
+    for t in targets:
+        if t["state"] == "open":
+            how = f"{t['failures_in_a_row']} failed attempts in a row; next probe in {t['probe_in_s']:g}s"
+        elif t["state"] == "half-open":
+            how = f"{t['failures_in_a_row']} failed attempts in a row; the next delivery is a probe"
+        else:
+            how = f"{t['failures_in_a_row']} failed attempt(s) since the last success"
+        last = f"; last: {t['last_detail']}" if t["failures_in_a_row"] else ""
+        dropped = f"; {t['dropped']} dropped (queue full)" if t["dropped"] else ""
+        print(f"  {t['state']:<9} {t['target']}  {how}{last}{dropped}")

@@ -24,6 +24,8 @@ from typing import Any
 import duckdb
 
 from .alerts import AlertEvent, format_value
+from .breaker import replay
+from .delivery import DROPPED
 from .evaluate import current
 from .governor import Governor
 from .relative import Relative
@@ -54,6 +56,7 @@ __all__ = [
     "rule_from_request",
     "sweep_doc",
     "sweep_result",
+    "target_states",
 ]
 
 
@@ -264,6 +267,33 @@ def alerts_doc(
                 by_alert.setdefault(d["alert_id"], []).append(d)
         alerts = [{**x, "deliveries": by_alert.get(x["id"], [])} for x in alerts]
     return jsonable(alerts)
+
+
+def target_states(alerts: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """Each webhook target's circuit breaker, replayed from the delivery attempts of these
+    ``alerts_doc(..., deliveries=True)`` alerts (the state the delivering server holds,
+    as far as those attempts tell), most troubled first."""
+    by_target: dict[str, list[dict[str, Any]]] = {}
+    for alert in alerts:
+        for d in alert.get("deliveries", []):
+            by_target.setdefault(d["target"], []).append(d)
+    out = []
+    for target, attempts in by_target.items():
+        tried = sorted(
+            ((_instant(d["attempted_at"]), d["attempt"], d) for d in attempts if d["status"] != DROPPED),
+            key=lambda t: t[:2],
+        )
+        breaker = replay((d["status"] == "delivered", at, d["detail"] or "") for at, _, d in tried)
+        doc = {"target": target, **breaker.to_dict(now.timestamp())}
+        out.append({**doc, "dropped": sum(d["status"] == DROPPED for d in attempts)})
+    rank = {"open": 0, "half-open": 1, "closed": 2}
+    return sorted(out, key=lambda t: (rank[t["state"]], -t["failures_in_a_row"], t["target"]))
+
+
+def _instant(value: datetime | str) -> float:
+    """Seconds since the epoch of a stored (naive UTC) or JSON (ISO) attempt time."""
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
 def sweep_doc(governor: Governor, con: duckdb.DuckDBPyConnection, wait: float = 10.0) -> dict[str, Any]:

@@ -1,0 +1,242 @@
+"""One slow webhook target never delays another (#41 item 5): a lane per target, a total
+deadline per request, and a circuit breaker per target that ``turnledger alerts`` shows.
+
+The slow receivers are real sockets on loopback: a hung one accepts and reads the request
+and never answers; a trickling one answers one byte every 2 s (a read timeout never fires
+on it). Waits are hang guards; the order of what the receivers saw is what is asserted.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from collector.cli import main
+from ledger.budgets import Deliverer, Governor, Rule, Scope, WebhookTarget, add_rule, list_deliveries, new_rule_id
+from ledger.budgets.breaker import BREAKER_THRESHOLD, Breaker, replay
+from ledger.ingest import ingest
+from ledger.store import open_ledger
+
+from .conftest import PRICES, Receiver, spend_spans
+
+GUARD = 120.0  # hang guard, never a figure
+_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+
+
+class SlowReceiver:
+    """Accepts every connection and reads the request; then ``hang`` never answers and
+    ``trickle`` sends the answer one byte every ``every`` s. ``ended`` holds when each
+    exchange ended (the client gave up and closed it), on ``time.monotonic()``."""
+
+    def __init__(self, mode: str, every: float = 2.0) -> None:
+        self.mode, self.every = mode, every
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+        self.started: list[float] = []
+        self.ended: list[float] = []
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(0.2)
+            data = b""
+            while not _complete(data) and not self.stop.is_set():
+                try:
+                    data += conn.recv(65536)
+                except TimeoutError:
+                    continue
+            self.started.append(time.monotonic())
+            try:
+                if self.mode == "hang":
+                    while not self.stop.is_set():
+                        try:
+                            if conn.recv(65536) == b"":  # the client closed it
+                                break
+                        except TimeoutError:
+                            continue
+                else:
+                    conn.settimeout(self.every)
+                    for i in range(len(_ANSWER)):
+                        try:
+                            if conn.recv(1) == b"" or self.stop.is_set():  # the client closed it
+                                break
+                        except TimeoutError:  # `every` seconds passed: the next byte
+                            pass
+                        conn.send(_ANSWER[i : i + 1])
+            except OSError:  # the client cut the connection
+                pass
+            self.ended.append(time.monotonic())
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+def _complete(request: bytes) -> bool:
+    """The whole request is in: its head and the Content-Length bytes of its body."""
+    head, sep, body = request.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    length = next(
+        (
+            int(v)
+            for k, _, v in (h.partition(b":") for h in head.split(b"\r\n"))
+            if k.strip().lower() == b"content-length"
+        ),
+        0,
+    )
+    return len(body) >= length
+
+
+@pytest.fixture
+def slow() -> Iterator[list[SlowReceiver]]:
+    """3 hung and 3 trickling receivers (the issue's case)."""
+    receivers = [SlowReceiver("hang") for _ in range(3)] + [SlowReceiver("trickle") for _ in range(3)]
+    yield receivers
+    for r in receivers:
+        r.close()
+
+
+def _rule(con, targets: list[WebhookTarget]) -> Rule:
+    return add_rule(
+        con, Rule(new_rule_id(), "acme-daily", Scope("tenant", "acme"), "day", Decimal("1.00"), webhooks=targets)
+    )
+
+
+def test_the_good_target_gets_its_alert_while_hung_and_trickling_targets_block(ledger, receiver: Receiver, slow):
+    # The good target comes last: had the slow ones been served first (or by shared workers), it would wait for them.
+    targets = [WebhookTarget(r.url) for r in slow] + [WebhookTarget(receiver.url + "/good")]
+    _rule(ledger, targets)
+    governor = Governor(deliverer=Deliverer(timeout=3.0, max_attempts=1))
+    try:
+        fired = time.monotonic()
+        (alert,) = governor.after_ingest(ledger, ingest(ledger, spend_spans("0.85", at=datetime.now(UTC)), PRICES))
+        (good,) = receiver.wait_for("/good", 1, timeout=GUARD)
+        assert governor.join(GUARD) and _wait(lambda: all(r.ended for r in slow))
+    finally:
+        governor.close()
+    assert alert.level == "warn"
+    assert all(len(r.started) == 1 and len(r.ended) == 1 for r in slow), "every slow target got its one attempt"
+    # The good one was served while every slow one was still blocked on its request.
+    assert good.at < min(r.ended[0] for r in slow), (
+        f"the good target got its alert {good.at - fired:.2f}s after firing, after a slow one ended"
+    )
+    assert fired <= min(r.started[0] for r in slow)
+    rows = {r["target"]: r for r in list_deliveries(ledger, [alert.id])}
+    assert rows[WebhookTarget(receiver.url + "/good").label]["status"] == "delivered"
+    for r in slow:  # the trickle too: a per-read timeout alone would have waited for all 38 bytes (76 s)
+        row = rows[WebhookTarget(r.url).label]
+        assert (row["status"], row["http_status"]) == ("failed", None)
+        assert "no answer within 3s" in row["detail"]
+
+
+def test_a_trickling_answer_is_cut_at_the_request_deadline(receiver: Receiver):
+    """The deadline is the whole request's: 1 byte every 0.3 s never trips a 1 s read timeout."""
+    from ledger.budgets.delivery import post
+    from ledger.budgets.targets import TargetPolicy
+
+    trickle = SlowReceiver("trickle", every=0.3)
+    try:
+        result = post(trickle.url, b"{}", 1.0, TargetPolicy(allow_private=True))
+        assert trickle.ended or _wait(lambda: trickle.ended)
+    finally:
+        trickle.close()
+    assert result.status is None and result.detail == "no answer within 1s"
+    # It was cut, not finished: far fewer than the answer's bytes had gone out.
+    assert trickle.ended[0] - trickle.started[0] < len(_ANSWER) * 0.3
+
+
+def _wait(done, guard: float = GUARD) -> bool:
+    deadline = time.monotonic() + guard
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_breaker_opens_after_n_failures_half_opens_after_cooldown_and_a_probe_decides():
+    b = Breaker(threshold=3, cooldown=10.0)
+    for t in (0.0, 1.0):
+        b.record(False, t, "HTTP 500")
+    assert b.state(1.0) == "closed" and b.wait(1.0) == 0
+    b.record(False, 2.0, "HTTP 500")
+    assert (b.state(2.0), b.wait(2.0), b.state(11.9)) == ("open", 10.0, "open")
+    assert b.state(12.0) == "half-open" and b.wait(12.0) == 0
+    b.record(False, 12.5, "no answer within 5s")  # the probe failed: open for another cool-down
+    assert (b.state(13.0), b.wait(13.0), b.failures) == ("open", 9.5, 4)
+    b.record(True, 23.0)
+    assert (b.state(23.0), b.failures) == ("closed", 0)
+    replayed = replay([(False, 0.0, "a"), (False, 1.0, "b"), (True, 2.0, ""), (False, 3.0, "c")], threshold=1)
+    assert (replayed.state(3.5), replayed.failures, replayed.last_detail) == ("open", 1, "c")
+
+
+def _alerts_cli(capsys, db: str) -> str:
+    assert main(["alerts", "--db", db]) == 0
+    return capsys.readouterr().out
+
+
+def test_an_open_circuit_holds_the_targets_alerts_and_shows_in_turnledger_alerts(tmp_path, receiver, capsys):
+    db = str(tmp_path / "breaker.duckdb")
+    con = open_ledger(db)
+    receiver.script["/down"] = [500] * BREAKER_THRESHOLD
+    down, up = WebhookTarget(receiver.url + "/down"), WebhookTarget(receiver.url + "/up")
+    _rule(con, [down, up])
+    # The breaker's defaults (5 failures, 60 s), which the CLI replays: one alert's 5 attempts open it.
+    deliverer = Deliverer(max_attempts=BREAKER_THRESHOLD, base_delay=0.01)
+    governor = Governor(deliverer=deliverer)
+    try:
+        governor.attach(con)
+        now = datetime.now(UTC)
+        governor.after_ingest(con, ingest(con, spend_spans("0.85", at=now), PRICES))  # warn
+        assert _wait(lambda: deliverer.targets().get(down.label, {}).get("state") == "open")
+        assert len(receiver.wait_for("/up", 1, timeout=GUARD)) == 1
+        governor.after_ingest(con, ingest(con, spend_spans("0.50", at=now), PRICES))  # exceeded
+        assert len(receiver.wait_for("/up", 2, timeout=GUARD)) == 2  # the healthy target is not held back
+        held = deliverer.targets()[down.label]
+        assert (held["state"], held["queued"], held["failures_in_a_row"]) == ("open", 1, BREAKER_THRESHOLD)
+        assert len(receiver.on("/down")) == BREAKER_THRESHOLD  # then nothing while the circuit is open
+        governor.flush_attempts()
+    finally:
+        governor.close()
+        con.close()
+    out = _alerts_cli(capsys, db)
+    lines = {line.split()[1]: line for line in out.splitlines() if line.startswith("  ")}
+    assert lines[down.label].split()[0] == "open"
+    assert f"{BREAKER_THRESHOLD} failed attempts in a row; next probe in" in lines[down.label]
+    assert "last: HTTP 500" in lines[down.label]
+    assert lines[up.label].split()[0] == "closed"
+
+
+def test_a_probe_after_the_cooldown_closes_the_circuit_and_the_held_alert_goes(ledger, receiver):
+    receiver.script["/flaky"] = [503, 503]
+    target = WebhookTarget(receiver.url + "/flaky")
+    _rule(ledger, [target])
+    deliverer = Deliverer(max_attempts=5, base_delay=0.01, breaker_threshold=2, breaker_cooldown=0.3)
+    governor = Governor(deliverer=deliverer)
+    try:
+        (alert,) = governor.after_ingest(ledger, ingest(ledger, spend_spans("0.85", at=datetime.now(UTC)), PRICES))
+        assert governor.join(GUARD)
+    finally:
+        governor.close()
+    rows = list_deliveries(ledger, [alert.id])
+    assert [(r["status"], r["http_status"]) for r in rows] == [("retrying", 503), ("retrying", 503), ("delivered", 200)]
+    assert "circuit open" in rows[1]["detail"]
+    # The probe went no sooner than the cool-down after the failure that opened the circuit.
+    assert (rows[2]["attempted_at"] - rows[1]["attempted_at"]).total_seconds() >= 0.3
+    assert deliverer.targets()[target.label]["state"] == "closed"
