@@ -8,8 +8,6 @@ on it). Waits are hang guards; the order of what the receivers saw is what is as
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,83 +22,9 @@ from ledger.ingest import ingest
 from ledger.store import open_ledger
 
 from .conftest import PRICES, Receiver, spend_spans
+from .slow_receivers import ANSWER, SlowReceiver
 
 GUARD = 120.0  # hang guard, never a figure
-_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
-
-
-class SlowReceiver:
-    """Accepts every connection and reads the request; then ``hang`` never answers and
-    ``trickle`` sends the answer one byte every ``every`` s. ``ended`` holds when each
-    exchange ended (the client gave up and closed it), on ``time.monotonic()``."""
-
-    def __init__(self, mode: str, every: float = 2.0) -> None:
-        self.mode, self.every = mode, every
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
-        self.started: list[float] = []
-        self.ended: list[float] = []
-        self.stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(0.2)
-            data = b""
-            while not _complete(data) and not self.stop.is_set():
-                try:
-                    data += conn.recv(65536)
-                except TimeoutError:
-                    continue
-            self.started.append(time.monotonic())
-            try:
-                if self.mode == "hang":
-                    while not self.stop.is_set():
-                        try:
-                            if conn.recv(65536) == b"":  # the client closed it
-                                break
-                        except TimeoutError:
-                            continue
-                else:
-                    conn.settimeout(self.every)
-                    for i in range(len(_ANSWER)):
-                        try:
-                            if conn.recv(1) == b"" or self.stop.is_set():  # the client closed it
-                                break
-                        except TimeoutError:  # `every` seconds passed: the next byte
-                            pass
-                        conn.send(_ANSWER[i : i + 1])
-            except OSError:  # the client cut the connection
-                pass
-            self.ended.append(time.monotonic())
-
-    def close(self) -> None:
-        self.stop.set()
-        self.listener.close()
-
-
-def _complete(request: bytes) -> bool:
-    """The whole request is in: its head and the Content-Length bytes of its body."""
-    head, sep, body = request.partition(b"\r\n\r\n")
-    if not sep:
-        return False
-    length = next(
-        (
-            int(v)
-            for k, _, v in (h.partition(b":") for h in head.split(b"\r\n"))
-            if k.strip().lower() == b"content-length"
-        ),
-        0,
-    )
-    return len(body) >= length
 
 
 @pytest.fixture
@@ -158,7 +82,7 @@ def test_a_trickling_answer_is_cut_at_the_request_deadline(receiver: Receiver):
         trickle.close()
     assert result.status is None and result.detail == "no answer within 1s"
     # It was cut, not finished: far fewer than the answer's bytes had gone out.
-    assert trickle.ended[0] - trickle.started[0] < len(_ANSWER) * 0.3
+    assert trickle.ended[0] - trickle.started[0] < len(ANSWER) * 0.3
 
 
 def _wait(done, guard: float = GUARD) -> bool:
