@@ -36,6 +36,8 @@ from ledger.budgets.service import (
     target_states,
 )
 from ledger.budgets.windows import system_clock
+from ledger.queries import run as run_query
+from ledger.queries import webhook_attempts
 from ledger.schema import pending_migrations
 from ledger.settings import db_path
 from ledger.sources import source_spec
@@ -243,24 +245,22 @@ def _fmt(value: Any, metric: str | None = None) -> str:
 
 def run_alerts(a: argparse.Namespace) -> int:
     since = a.since.replace(tzinfo=a.since.tzinfo or UTC) if a.since else None
-    # The attempts are always fetched: the targets' circuit breakers are replayed from them.
-    query = {
-        "budget": a.budget,
-        "level": a.level,
-        "since": since,
-        "limit": a.limit,
-        "deliveries": a.deliveries or not a.json,
-    }
+    query = {"budget": a.budget, "level": a.level, "since": since, "limit": a.limit, "deliveries": a.deliveries}
     client = _client(a, reading=True)
-    alerts = client.alerts(**query) if client else alerts_doc(_read(a.db), **query)
+    if client is not None:
+        alerts, attempts = client.alerts(**query), lambda: client.query("webhook_attempts")
+    else:
+        con = _read(a.db)
+        alerts, attempts = alerts_doc(con, **query), lambda: run_query(con, webhook_attempts())
     if a.json:
         _print_json(alerts)
         return 0
-    if not alerts:
+    if alerts:
+        _print_alerts(alerts, a.deliveries)
+    else:
         print("no alerts", file=sys.stderr)
-        return 0
-    _print_alerts(alerts, a.deliveries)
-    _print_targets(target_states(alerts, datetime.now(UTC)))
+    # Each target's circuit breaker, replayed from its newest attempts (the same query on either path).
+    _print_targets(target_states(attempts().to_dict("records"), datetime.now(UTC)))
     return 0
 
 
@@ -281,10 +281,10 @@ def _print_alerts(alerts: list[dict[str, Any]], deliveries: bool) -> None:
 
 
 def _print_targets(targets: list[dict[str, Any]]) -> None:
-    """Each webhook target's circuit breaker, as the attempts of the alerts above tell it."""
+    """Each webhook target's circuit breaker, as its recorded attempts tell it."""
     if not targets:
         return
-    print("\nwebhook targets (circuit breaker, from the delivery attempts of these alerts):")
+    print("\nwebhook targets (circuit breaker, from each target's recorded attempts):")
     for t in targets:
         if t["state"] == "open":
             how = f"{t['failures_in_a_row']} failed attempts in a row; next probe in {t['probe_in_s']:g}s"

@@ -15,7 +15,7 @@ strings (``"0.85"``), times ISO 8601 in UTC.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -269,30 +269,29 @@ def alerts_doc(
     return jsonable(alerts)
 
 
-def target_states(alerts: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    """Each webhook target's circuit breaker, replayed from the delivery attempts of these
-    ``alerts_doc(..., deliveries=True)`` alerts (the state the delivering server holds,
-    as far as those attempts tell), most troubled first."""
-    by_target: dict[str, list[dict[str, Any]]] = {}
-    for alert in alerts:
-        for d in alert.get("deliveries", []):
-            by_target.setdefault(d["target"], []).append(d)
+def target_states(attempts: Iterable[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """Each webhook target's circuit breaker, replayed from its delivery attempts (rows of the
+    ``webhook_attempts`` query): the state the delivering server holds, as far as its recorded
+    attempts tell. Most troubled first."""
+    by_target: dict[str, list[Mapping[str, Any]]] = {}
+    for d in attempts:
+        by_target.setdefault(d["target"], []).append(d)
     out = []
-    for target, attempts in by_target.items():
+    for target, rows in by_target.items():
         tried = sorted(
-            ((_instant(d["attempted_at"]), d["attempt"], d) for d in attempts if d["status"] != DROPPED),
+            ((_instant(d["attempted_at"]), int(d["attempt"]), d) for d in rows if d["status"] != DROPPED),
             key=lambda t: t[:2],
         )
-        breaker = replay((d["status"] == "delivered", at, d["detail"] or "") for at, _, d in tried)
+        breaker = replay((d["status"] == "delivered", at, str(d["detail"] or "")) for at, _, d in tried)
         doc = {"target": target, **breaker.to_dict(now.timestamp())}
-        out.append({**doc, "dropped": sum(d["status"] == DROPPED for d in attempts)})
+        out.append({**doc, "dropped": sum(d["status"] == DROPPED for d in rows)})
     rank = {"open": 0, "half-open": 1, "closed": 2}
     return sorted(out, key=lambda t: (rank[t["state"]], -t["failures_in_a_row"], t["target"]))
 
 
 def _instant(value: datetime | str) -> float:
     """Seconds since the epoch of a stored (naive UTC) or JSON (ISO) attempt time."""
-    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value  # a pandas Timestamp is a datetime
     return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
