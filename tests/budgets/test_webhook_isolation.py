@@ -16,13 +16,28 @@ from decimal import Decimal
 import pytest
 
 from collector.cli import main
-from ledger.budgets import Deliverer, Governor, Rule, Scope, WebhookTarget, add_rule, list_deliveries, new_rule_id
+from ledger.budgets import (
+    AlertState,
+    Deliverer,
+    DeliveryAttempt,
+    Governor,
+    Rule,
+    Scope,
+    WebhookTarget,
+    add_rule,
+    list_deliveries,
+    new_rule_id,
+    transition,
+)
 from ledger.budgets.breaker import BREAKER_THRESHOLD, Breaker, replay
+from ledger.budgets.delivery import DROPPED, HttpResult, post
+from ledger.budgets.targets import TargetPolicy
 from ledger.ingest import ingest
 from ledger.store import open_ledger
 
 from .conftest import PRICES, Receiver, spend_spans
 from .slow_receivers import ANSWER, SlowReceiver
+from .test_alerts import DAY, ev
 
 GUARD = 120.0  # hang guard, never a figure
 
@@ -71,9 +86,6 @@ def test_the_good_target_gets_its_alert_while_hung_and_trickling_targets_block(l
 
 def test_a_trickling_answer_is_cut_at_the_request_deadline(receiver: Receiver):
     """The deadline is the whole request's: 1 byte every 0.3 s never trips a 1 s read timeout."""
-    from ledger.budgets.delivery import post
-    from ledger.budgets.targets import TargetPolicy
-
     trickle = SlowReceiver("trickle", every=0.3)
     try:
         result = post(trickle.url, b"{}", 1.0, TargetPolicy(allow_private=True))
@@ -164,3 +176,30 @@ def test_a_probe_after_the_cooldown_closes_the_circuit_and_the_held_alert_goes(l
     # The probe went no sooner than the cool-down after the failure that opened the circuit.
     assert (rows[2]["attempted_at"] - rows[1]["attempted_at"]).total_seconds() >= 0.3
     assert deliverer.targets()[target.label]["state"] == "closed"
+
+
+def test_a_full_lane_drops_its_oldest_delivery_recorded_and_logged_and_other_lanes_are_untouched(caplog):
+    down, up = WebhookTarget("http://down.example/hook"), WebhookTarget("http://up.example/hook")
+
+    def send(url: str, body: bytes, timeout: float) -> HttpResult:
+        return HttpResult(200, "HTTP 200") if url == up.url else HttpResult(503, "HTTP 503")
+
+    recorded: list[DeliveryAttempt] = []
+    d = Deliverer(recorded.append, send=send, max_queue=2, breaker_threshold=1, breaker_cooldown=600.0)
+    events = [transition(AlertState(), ev(DAY, "0.9"))[1][0] for _ in range(5)]
+    try:
+        d.submit(events[0], [down])
+        assert _wait(lambda: d.targets()[down.label]["state"] == "open")  # one 503 opened it; the retry waits
+        for e in events[1:]:
+            d.submit(e, [down, up])
+        assert _wait(lambda: sum(a.status == "delivered" for a in recorded) == 4)
+        held = d.targets()[down.label]
+    finally:
+        d.close()
+    dropped = [a for a in recorded if a.status == DROPPED]
+    # The lane held the retry of the first alert and alerts 2-5: 5 for 2 places, the 3 oldest dropped.
+    assert [(a.alert_id, a.attempt) for a in dropped] == [(events[0].id, 2), (events[1].id, 1), (events[2].id, 1)]
+    assert held["queued"] == 2 and held["state"] == "open"
+    assert all(a.target == down and "2 newer deliveries already queued" in a.detail for a in dropped)
+    assert sum("dropped" in r.getMessage() for r in caplog.records) == 3
+    assert sorted(a.alert_id for a in recorded if a.target == up) == sorted(e.id for e in events[1:])
