@@ -243,9 +243,7 @@ class Deliverer:
                 return 0
             for job in jobs:
                 lane = self._lane(job.target)
-                heapq.heappush(lane.jobs, job)
-                if len(lane.jobs) > self.max_queue:
-                    dropped.append(self._drop_oldest(lane))
+                dropped += self._enqueue(lane, job)
                 self._wake(lane)
         for job in dropped:
             self._record_dropped(job)
@@ -307,11 +305,15 @@ class Deliverer:
         else:
             lane.cv.notify()
 
-    def _drop_oldest(self, lane: _Lane) -> _Job:
+    def _enqueue(self, lane: _Lane, job: _Job) -> list[_Job]:
+        """Queue ``job``; returns the oldest job dropped to keep the lane within ``max_queue`` (if any)."""
+        heapq.heappush(lane.jobs, job)
+        if len(lane.jobs) <= self.max_queue:
+            return []
         oldest = min(range(len(lane.jobs)), key=lambda i: lane.jobs[i].seq)
-        job = lane.jobs.pop(oldest)
+        dropped = lane.jobs.pop(oldest)
         heapq.heapify(lane.jobs)
-        return job
+        return [dropped]
 
     def _next(self, lane: _Lane) -> _Job | None:
         """The lane's next job once it is due and the breaker lets it go; None: the lane is done."""
@@ -391,5 +393,6 @@ class Deliverer:
         if again:
             nxt = _Job(time.monotonic() + delay, next(self._seq), job.event, job.target, job.attempt + 1, job.body)
             with self._lock:
-                if not self._closed:
-                    heapq.heappush(lane.jobs, nxt)
+                dropped = [] if self._closed else self._enqueue(lane, nxt)
+            for old in dropped:
+                self._record_dropped(old)

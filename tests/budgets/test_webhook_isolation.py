@@ -61,7 +61,7 @@ def test_the_good_target_gets_its_alert_while_hung_and_trickling_targets_block(l
     # The good target comes last: had the slow ones been served first (or by shared workers), it would wait for them.
     targets = [WebhookTarget(r.url) for r in slow] + [WebhookTarget(receiver.url + "/good")]
     _rule(ledger, targets)
-    governor = Governor(deliverer=Deliverer(timeout=3.0, max_attempts=1))
+    governor = Governor(deliverer=Deliverer(timeout=5.0, max_attempts=1))
     try:
         fired = time.monotonic()
         (alert,) = governor.after_ingest(ledger, ingest(ledger, spend_spans("0.85", at=datetime.now(UTC)), PRICES))
@@ -81,7 +81,7 @@ def test_the_good_target_gets_its_alert_while_hung_and_trickling_targets_block(l
     for r in slow:  # the trickle too: a per-read timeout alone would have waited for all 38 bytes (76 s)
         row = rows[WebhookTarget(r.url).label]
         assert (row["status"], row["http_status"]) == ("failed", None)
-        assert "no answer within 3s" in row["detail"]
+        assert "no answer within 5s" in row["detail"]
 
 
 def test_a_trickling_answer_is_cut_at_the_request_deadline(receiver: Receiver):
@@ -189,10 +189,12 @@ def test_a_full_lane_drops_its_oldest_delivery_recorded_and_logged_and_other_lan
     events = [transition(AlertState(), ev(DAY, "0.9"))[1][0] for _ in range(5)]
     try:
         d.submit(events[0], [down])
-        assert _wait(lambda: d.targets()[down.label]["state"] == "open")  # one 503 opened it; the retry waits
+        # One 503 opened it; its retry waits in the lane.
+        assert _wait(lambda: d.targets()[down.label]["state"] == "open" and d.targets()[down.label]["queued"] == 1)
         for e in events[1:]:
-            d.submit(e, [down, up])
-        assert _wait(lambda: sum(a.status == "delivered" for a in recorded) == 4)
+            d.submit(e, [down])
+        d.submit(events[4], [up])  # beside the full lane
+        assert _wait(lambda: any(a.status == "delivered" for a in recorded))
         held = d.targets()[down.label]
     finally:
         d.close()
@@ -202,4 +204,4 @@ def test_a_full_lane_drops_its_oldest_delivery_recorded_and_logged_and_other_lan
     assert held["queued"] == 2 and held["state"] == "open"
     assert all(a.target == down and "2 newer deliveries already queued" in a.detail for a in dropped)
     assert sum("dropped" in r.getMessage() for r in caplog.records) == 3
-    assert sorted(a.alert_id for a in recorded if a.target == up) == sorted(e.id for e in events[1:])
+    assert [(a.alert_id, a.status) for a in recorded if a.target == up] == [(events[4].id, "delivered")]
