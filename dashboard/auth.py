@@ -3,7 +3,8 @@
 On loopback with no password set it lets everyone through, as before. Otherwise the
 viewer logs in with the shared password (compared in constant time, remembered for
 this browser session only) or through Streamlit's OIDC login; an exposed app with
-neither configured shows why and how to fix it, and nothing else.
+neither configured shows why and how to fix it, and nothing else. Wrong passwords are
+throttled per client address and in total (:mod:`dashboard.login_throttle`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hmac
 
 import streamlit as st
 
+from dashboard import login_throttle
 from ledger import settings
 from ledger.exposure import DashboardExposed, dashboard_login, oidc_configured
 
@@ -53,11 +55,27 @@ def _password_gate(expected: str) -> None:
         given = st.text_input("Password", type="password")
         submitted = st.form_submit_button("Log in")
     if submitted:
+        client = _client()
+        throttle = login_throttle.THROTTLE
+        wait = throttle.wait(client)
+        if wait > 0:  # not even compared: a right password now would tell the guesser it is right
+            st.error(f"Too many wrong passwords: try again in {wait:.0f} s.", icon=":material/timer:")
+            st.stop()
         if hmac.compare_digest(given.encode(), expected.encode()):
+            throttle.succeeded(client)
             st.session_state[_LOGGED_IN] = True
             st.rerun()
+        throttle.failed(client)
         st.error("Wrong password.", icon=":material/error:")
     st.stop()
+
+
+def _client() -> str:
+    """Who is guessing: the browser's address (a new websocket from it is the same client).
+    Behind a reverse proxy every viewer has the proxy's address: the per-client limit
+    becomes the proxy's, and the global one still holds."""
+    address = st.context.ip_address  # None on localhost
+    return address if isinstance(address, str) and address else "unknown address"
 
 
 def _oidc_gate() -> None:

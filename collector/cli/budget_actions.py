@@ -33,8 +33,11 @@ from ledger.budgets.service import (
     remove_budget,
     rule_from_request,
     sweep_doc,
+    target_states,
 )
 from ledger.budgets.windows import system_clock
+from ledger.queries import run as run_query
+from ledger.queries import webhook_attempts
 from ledger.schema import pending_migrations
 from ledger.settings import db_path
 from ledger.sources import source_spec
@@ -246,13 +249,24 @@ def run_alerts(a: argparse.Namespace) -> int:
     since = a.since.replace(tzinfo=a.since.tzinfo or UTC) if a.since else None
     query = {"budget": a.budget, "level": a.level, "since": since, "limit": a.limit, "deliveries": a.deliveries}
     client = _client(a, reading=True)
-    alerts = client.alerts(**query) if client else alerts_doc(_read(a.db), **query)
+    if client is not None:
+        alerts, attempts = client.alerts(**query), lambda: client.query("webhook_attempts")
+    else:
+        con = _read(a.db)
+        alerts, attempts = alerts_doc(con, **query), lambda: run_query(con, webhook_attempts())
     if a.json:
         _print_json(alerts)
         return 0
-    if not alerts:
+    if alerts:
+        _print_alerts(alerts, a.deliveries)
+    else:
         print("no alerts", file=sys.stderr)
-        return 0
+    # Each target's circuit breaker, replayed from its newest attempts (the same query on either path).
+    _print_targets(target_states(attempts().to_dict("records"), datetime.now(UTC)))
+    return 0
+
+
+def _print_alerts(alerts: list[dict[str, Any]], deliveries: bool) -> None:
     for x in alerts:
         name = x["budget"] or f"(removed {x['budget_id']})"
         print(
@@ -260,8 +274,26 @@ def run_alerts(a: argparse.Namespace) -> int:
             f"threshold {_fmt(x['threshold'], x.get('metric'))}  {x['window_key']}  "
             f"delivered {x['delivered']}/{x['attempts']} attempts  [{x['id'][:12]}]"
         )
-        for d in x.get("deliveries", []):
+        if not deliveries:
+            continue
+        for d in x["deliveries"]:
             print(
                 f"    #{d['attempt']} {_when(d['attempted_at']):%H:%M:%S} {d['status']:<9} {d['target']}  {d['detail']}"
             )
-    return 0
+
+
+def _print_targets(targets: list[dict[str, Any]]) -> None:
+    """Each webhook target's circuit breaker, as its recorded attempts tell it."""
+    if not targets:
+        return
+    print("\nwebhook targets (circuit breaker, from each target's recorded attempts):")
+    for t in targets:
+        if t["state"] == "open":
+            how = f"{t['failures_in_a_row']} failed attempts in a row; next probe in {t['probe_in_s']:g}s"
+        elif t["state"] == "half-open":
+            how = f"{t['failures_in_a_row']} failed attempts in a row; the next delivery is a probe"
+        else:
+            how = f"{t['failures_in_a_row']} failed attempt(s) since the last success"
+        last = f"; last: {t['last_detail']}" if t["failures_in_a_row"] else ""
+        dropped = f"; {t['dropped']} dropped (queue full)" if t["dropped"] else ""
+        print(f"  {t['state']:<9} {t['target']}  {how}{last}{dropped}")

@@ -9,6 +9,7 @@ cost metrics, a percentage for the cache hit rate and the other rates.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +22,7 @@ from dashboard.loaders import load
 from ledger import queries as q
 from ledger.budgets.alerts import format_figure
 from ledger.budgets.rules import METRICS, WINDOWS, Rule, format_money
-from ledger.budgets.service import budget_row
+from ledger.budgets.service import budget_row, target_states
 from ledger.errors import TurnledgerError
 
 EMPTY = (
@@ -269,6 +270,31 @@ def _alerts() -> None:
             "figures": st.column_config.TextColumn("figures when it fired", width="large"),
         },
         key="alerts_table",
+    )
+    _webhook_targets()
+
+
+def _webhook_targets() -> None:
+    """Each webhook target's circuit breaker, replayed from its recorded attempts as `turnledger alerts` does."""
+    attempts = load(q.webhook_attempts)
+    if attempts.empty:
+        return
+    st.subheader("Webhook targets", anchor=False)
+    st.caption(
+        "A target that failed 5 attempts in a row is paused (open) for 60 s, then probed with its next alert "
+        "(half-open); its alerts wait meanwhile. One slow target never delays another."
+    )
+    states = pd.DataFrame(target_states(attempts.to_dict("records"), datetime.now(UTC)))
+    ui.table(
+        states[["state", "target", "failures_in_a_row", "probe_in_s", "last_detail", "dropped"]],
+        hide_index=True,
+        column_config={
+            "failures_in_a_row": "failed in a row",
+            "probe_in_s": st.column_config.NumberColumn("next probe in", format="%.0f s"),
+            "last_detail": st.column_config.TextColumn("last attempt", width="large"),
+            "dropped": "dropped (queue full)",
+        },
+        key="webhook_targets_table",
     )
 
 

@@ -8,11 +8,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import ui
+from dashboard import login_throttle, ui
 from dashboard.loaders import load
 from dashboard.ui import count, first_row, metric, pct, plain
 from ledger import conventions as c
 from ledger import queries as q
+from ledger import settings
 from ledger.report import latency_figures
 from ledger.wording import duration
 
@@ -76,6 +77,22 @@ def causes_figure(causes: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def _login_throttle() -> None:
+    """For the operator: password guessing on this dashboard since it started (dashboard.login_throttle)."""
+    if settings.dashboard_password() is None:
+        return
+    s = login_throttle.THROTTLE.stats()
+    line = (
+        f":material/lock: Login: {s['wrong_passwords']} wrong password(s) and {s['refused_attempts']} throttled "
+        f"attempt(s) since the dashboard started; {s['clients_waiting']} client(s) waiting"
+    )
+    if s["everyone_waits_s"]:
+        line += (
+            f"; every login waits {s['everyone_waits_s']:g} s more ({login_throttle.GLOBAL_PER_MINUTE} wrong a minute)"
+        )
+    st.caption(line + ".")
+
+
 def render() -> None:
     st.title("Health")
     st.caption(
@@ -83,6 +100,7 @@ def render() -> None:
         "people complain about), how often model calls fail and why, and which tools are flaky. "
         "Follows the sidebar filters."
     )
+    _login_throttle()
     f = ui.current_filters()
     if not ui.has_runs(f):
         return

@@ -6,7 +6,8 @@
 * :mod:`.relative` — baseline-relative rules: a candidate version against the baseline beside it.
 * :mod:`.anomaly` — the cost-anomaly metric: a run against its own agent's recent p95.
 * :mod:`.alerts` — the deduplicating alert state machine.
-* :mod:`.delivery` — webhook delivery on background threads, every attempt recorded.
+* :mod:`.delivery` — webhook delivery, one lane per target, every attempt recorded.
+* :mod:`.breaker` — each webhook target's circuit breaker (live, and replayed from the attempts).
 * :mod:`.targets` — where a webhook may POST (checked when a rule is added and at every delivery).
 * :mod:`.governor` — the writer's hook: ``Governor.on_ingested`` and ``Governor.sweep``.
 * :mod:`.gate` — the decision the harness asks for before each model call.

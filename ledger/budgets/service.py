@@ -15,7 +15,7 @@ strings (``"0.85"``), times ISO 8601 in UTC.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -26,6 +26,8 @@ import duckdb
 from ledger import queries as q
 
 from .alerts import AlertEvent, format_value
+from .breaker import replay
+from .delivery import DROPPED
 from .evaluate import current
 from .governor import Governor
 from .relative import Relative
@@ -56,6 +58,7 @@ __all__ = [
     "rule_from_request",
     "sweep_doc",
     "sweep_result",
+    "target_states",
 ]
 
 
@@ -282,6 +285,32 @@ def alerts_doc(
                 by_alert.setdefault(d["alert_id"], []).append(d)
         alerts = [{**x, "deliveries": by_alert.get(x["id"], [])} for x in alerts]
     return jsonable(alerts)
+
+
+def target_states(attempts: Iterable[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    """Each webhook target's circuit breaker, replayed from its delivery attempts (rows of the
+    ``webhook_attempts`` query): the state the delivering server holds, as far as its recorded
+    attempts tell. Most troubled first."""
+    by_target: dict[str, list[Mapping[str, Any]]] = {}
+    for d in attempts:
+        by_target.setdefault(d["target"], []).append(d)
+    out = []
+    for target, rows in by_target.items():
+        tried = sorted(
+            ((_instant(d["attempted_at"]), int(d["attempt"]), d) for d in rows if d["status"] != DROPPED),
+            key=lambda t: t[:2],
+        )
+        breaker = replay((d["status"] == "delivered", at, str(d["detail"] or "")) for at, _, d in tried)
+        doc = {"target": target, **breaker.to_dict(now.timestamp())}
+        out.append({**doc, "dropped": sum(d["status"] == DROPPED for d in rows)})
+    rank = {"open": 0, "half-open": 1, "closed": 2}
+    return sorted(out, key=lambda t: (rank[t["state"]], -t["failures_in_a_row"], t["target"]))
+
+
+def _instant(value: datetime | str) -> float:
+    """Seconds since the epoch of a stored (naive UTC) or JSON (ISO) attempt time."""
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value  # a pandas Timestamp is a datetime
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
 def sweep_doc(governor: Governor, con: duckdb.DuckDBPyConnection, wait: float = 10.0) -> dict[str, Any]:

@@ -51,6 +51,7 @@ __all__ = [
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[..., Sequence[tuple[Any, ...]]]  # socket.getaddrinfo's shape
+Watch = Callable[[socket.socket], None]
 
 # Metadata services outside the link-local ranges (169.254.169.254 itself is link-local):
 # AWS IMDS over IPv6, Alibaba Cloud, Azure's WireServer.
@@ -181,27 +182,34 @@ def check_new_targets(targets: Iterable[WebhookTarget], policy: TargetPolicy) ->
             check_url(target.url, policy)
 
 
+def _open(address: str, port: int, timeout: float | None, watch: Watch | None) -> socket.socket:
+    sock = socket.create_connection((address, port), timeout)
+    if watch is not None:
+        watch(sock)  # the caller's deadline can cut it, the TLS handshake included
+    return sock
+
+
 class _PinnedHTTP(http.client.HTTPConnection):
     """HTTP to a checked address; the Host header keeps the name."""
 
-    def __init__(self, target: CheckedTarget, address: str, timeout: float) -> None:
+    def __init__(self, target: CheckedTarget, address: str, timeout: float, watch: Watch | None) -> None:
         super().__init__(target.host, target.port, timeout=timeout)
-        self.address = address
+        self.address, self.watch = address, watch
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self.address, self.port), self.timeout)
+        self.sock = _open(self.address, self.port, self.timeout, self.watch)
 
 
 class _PinnedHTTPS(http.client.HTTPSConnection):
     """HTTPS to a checked address; SNI and the certificate check are for the name."""
 
-    def __init__(self, target: CheckedTarget, address: str, timeout: float) -> None:
+    def __init__(self, target: CheckedTarget, address: str, timeout: float, watch: Watch | None) -> None:
         self.tls = ssl.create_default_context()
         super().__init__(target.host, target.port, timeout=timeout, context=self.tls)
-        self.address = address
+        self.address, self.watch = address, watch
 
     def connect(self) -> None:
-        sock = socket.create_connection((self.address, self.port), self.timeout)
+        sock = _open(self.address, self.port, self.timeout, self.watch)
         try:
             self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
         except BaseException:
@@ -209,12 +217,13 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
             raise
 
 
-def connect_pinned(target: CheckedTarget, timeout: float) -> http.client.HTTPConnection:
-    """A connected ``http.client`` connection to the first checked address that answers."""
+def connect_pinned(target: CheckedTarget, timeout: float, watch: Watch | None = None) -> http.client.HTTPConnection:
+    """A connected ``http.client`` connection to the first checked address that answers;
+    ``watch`` is given each socket as soon as it is connected."""
     kind = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
     error: OSError | None = None
     for address in target.addresses:
-        conn = kind(target, address, timeout)
+        conn = kind(target, address, timeout, watch)
         try:
             conn.connect()
             return conn

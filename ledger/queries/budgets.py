@@ -6,7 +6,7 @@ from ledger import conventions as c
 
 from .core import NO_FILTERS, Filters, Query, filtered, query
 
-__all__ = ["alert_history", "budget_events", "run_budget_limits"]
+__all__ = ["alert_history", "budget_events", "run_budget_limits", "webhook_attempts"]
 
 _BUDGET_EVENTS = f"('{c.EVENT_BUDGET_WARN}', '{c.EVENT_BUDGET_STOP}')"
 
@@ -41,6 +41,18 @@ def alert_history(limit: int = 200) -> Query:
        (SELECT arg_max(d.status, d.attempted_at) FROM alert_deliveries d WHERE d.alert_id = a.id) AS last_delivery
 FROM alerts a LEFT JOIN budgets b ON b.id = a.budget_id ORDER BY a.fired_at DESC, a.id LIMIT ?""",
         [int(limit)],
+    )
+
+
+@query
+def webhook_attempts(per_target: int = 50) -> Query:
+    """Each webhook target's newest delivery attempts, oldest first: what its circuit breaker is
+    replayed from (``ledger.budgets.service.target_states``; 50 covers the 5 failures that open it)."""
+    return Query(
+        """SELECT target, alert_id, attempt, attempted_at, status, http_status, detail FROM alert_deliveries
+QUALIFY row_number() OVER (PARTITION BY target ORDER BY attempted_at DESC, attempt DESC) <= ?
+ORDER BY target, attempted_at, attempt""",
+        [int(per_target)],
     )
 
 

@@ -23,6 +23,8 @@ import dashboard.loaders as loaders
 from collector.cli import main
 from collector.cli.dashboard import start_dashboard, stop_process
 from collector.client import make_source
+from dashboard import login_throttle
+from dashboard.login_throttle import LoginThrottle
 from ledger import queries as q
 from ledger.exposure import DashboardExposed, dashboard_login, is_loopback, oidc_configured
 from ledger.settings import DASHBOARD_PASSWORD
@@ -32,6 +34,12 @@ from .test_browser import ARGS, CHROMIUM
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttle(monkeypatch):  # type: ignore[no-untyped-def]
+    """Wrong passwords of one test do not throttle the next (the throttle is per process)."""
+    monkeypatch.setattr(login_throttle, "THROTTLE", LoginThrottle())
 
 
 # --- the decision ------------------------------------------------------------------------------
@@ -158,6 +166,40 @@ def test_the_password_login_gates_every_read_and_logs_out(exposed_app, monkeypat
     (logout,) = [b for b in at.sidebar.button if b.label == "Log out"]
     logout.click().run()
     assert at.text_input[0].label == "Password" and not _shows_data(at)
+
+
+def test_wrong_passwords_through_the_login_form_are_throttled_and_the_right_one_waits_too(exposed_app, monkeypatch):
+    """The real form and gate, on the throttle's own clock: 5 free wrong guesses, then a wait
+    that not even the right password skips (it is not compared), then it logs in (#41 item 6)."""
+    clock = [1000.0]
+    throttle = LoginThrottle(clock=lambda: clock[0])
+    monkeypatch.setattr(login_throttle, "THROTTLE", throttle)
+    monkeypatch.setenv(DASHBOARD_PASSWORD, PASSWORD)
+    at = exposed_app()
+
+    def submit(password: str) -> list[str]:
+        at.text_input[0].input(password)
+        at.button[0].click().run()
+        return [e.value for e in at.error]
+
+    answers = [submit(f"guess {i}") for i in range(8)]
+    assert answers[:5] == [["Wrong password."]] * 5
+    assert answers[5:] == [["Too many wrong passwords: try again in 1 s."]] * 3
+    assert submit(PASSWORD) == ["Too many wrong passwords: try again in 1 s."] and not _shows_data(at)
+    assert exposed_app.queries == []
+    assert throttle.stats() | {"clients_waiting": None} == {
+        "wrong_passwords": 5, "refused_attempts": 4, "clients_waiting": None, "wrong_last_minute": 5,
+        "everyone_waits_s": 0.0,
+    }  # fmt: skip
+
+    clock[0] += 1.0
+    assert submit(PASSWORD) == [] and "Runs" in {m.label for m in at.metric}
+    assert throttle.stats()["clients_waiting"] == 0
+    at.switch_page("views/health.py").run()  # what the operator sees
+    assert any(
+        "Login: 5 wrong password(s) and 4 throttled attempt(s) since the dashboard started" in c.value
+        for c in at.caption
+    ), [c.value for c in at.caption]
 
 
 def test_on_loopback_nothing_changes(exposed_app, monkeypatch):

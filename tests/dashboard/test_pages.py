@@ -12,7 +12,7 @@ import json
 import re
 import shutil
 import time
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -412,8 +412,26 @@ def test_budgets_page_lists_budgets_and_alerts(app, sample_db, tmp_path):
         " ('a1', 'b1', 'exceeded', TIMESTAMP '2026-11-30 10:00', 130, NULL),"
         " ('a2', 'b2', 'warn', TIMESTAMP '2026-11-30 09:00', 0.42, NULL)"
     )
+    # A target that failed its last 5 attempts (its circuit is open) and one that is fine.
+    now = datetime.now(UTC).replace(tzinfo=None)
+    for n in range(1, 6):
+        con.execute(
+            "INSERT INTO alert_deliveries (alert_id, attempt, target, attempted_at, status, detail) VALUES "
+            "('a0', ?, 'json:http://down.example/hook#1', ?, 'retrying', 'no answer within 5s'), "
+            "('a1', ?, 'json:http://up.example/hook#2', ?, ?, 'HTTP 200')",
+            [
+                n,
+                now - timedelta(seconds=6 - n),
+                n,
+                now - timedelta(seconds=6 - n),
+                "delivered" if n == 5 else "retrying",
+            ],
+        )
     con.close()
     at = app(db, "budgets")
+    targets = table(at, "state", "target", "failures_in_a_row").set_index("target")
+    assert targets.loc["json:http://down.example/hook#1", ["state", "failures_in_a_row"]].tolist() == ["open", 5]
+    assert targets.loc["json:http://up.example/hook#2", ["state", "failures_in_a_row"]].tolist() == ["closed", 0]
     budgets = table(at, "value", "limit", "used", "burn_rate")
     by_name = budgets.set_index("name")
     assert by_name.loc["acme monthly", ["limit", "last_level", "alerts"]].tolist() == ["$100.00", "exceeded", 2]

@@ -68,6 +68,8 @@ def test_turnledger_serve_evaluates_budgets_on_ingest_and_the_cli_goes_through_i
         assert code == 0 and "-> exceeded" in out and "exceeded $1.05" in out
         # attempts are recorded in small batches: wait until both alerts show theirs
         wait_until(lambda: tl(capsys, "alerts")[1].count("delivered 1/1") == 2)
+        target = next(line for line in tl(capsys, "alerts")[1].splitlines() if "/hook#" in line)
+        assert target.split()[0] == "closed"  # its circuit breaker, replayed through the server's query route
         code, out, _ = tl(capsys, "alerts", "--deliveries", "--json")
         assert [(a["level"], a["delivered"], a["deliveries"][0]["status"]) for a in json.loads(out)] == [
             ("exceeded", 1, "delivered"),
