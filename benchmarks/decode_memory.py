@@ -12,6 +12,15 @@ decode workers summed. Each process's peak is its ``VmHWM`` since idle (reset wi
 ``clear_refs``), so the sum bounds the simultaneous peak from above. With ``--baseline REF``
 the same cases run against that commit's tree (``git archive``), alternating, and the ratio is
 printed. Medians of ``--repeats`` runs, with their ranges, and the load before and after.
+``--stages`` instead follows one gzip protobuf body through a worker's steps in this process.
+
+Measured (2 cores, load 6-10, --decode-workers 2, medians of 2; #41 item 7): four 60 MiB-inflated gzip
+protobuf bodies grew the collector and its workers by 1,210 MiB on main and 1,056 MiB with the compressed
+bytes crossing the pipe (collector 490 -> 372, workers 720 -> 684); gzip JSON 1,204 -> 979; identity
+bodies (16 MiB) 354 -> 339 (protobuf) and 324 -> 326 (JSON). ``--stages`` shows where a worker's
+~340 MiB per body goes: inflate +117 (peak), parse and span records +160 over the inflated bytes, Arrow
++56, pickling for the pipe +79: every step holds a whole-body copy, so the 400 MiB goal needs row
+building and the return trip to stream (a chunk of spans at a time), not only the inflate moved.
 
     .venv/bin/python benchmarks/decode_memory.py --baseline main --repeats 3
 """
@@ -23,6 +32,7 @@ import gzip
 import http.client
 import json
 import os
+import pickle
 import signal
 import socket
 import statistics
@@ -176,6 +186,43 @@ def measure(tree: Path, bodies: list[bytes], kind: str, encoding: str | None, wo
             server.kill()
 
 
+def stages(kind: str, encoding: str | None) -> None:
+    """Where one body's memory goes in a decode worker: what a worker does, step by step, in this process
+    (after a warm-up body), with the growth of resident memory and of its peak after each step."""
+    from collector.otlp import decode_protobuf
+    from collector.receiver.otlp_http import decompress
+    from ledger.ingest import prepare
+    from ledger.rows import default_prices
+
+    body, _ = max_body(kind, encoding, seed=100)
+    small = _encode(workload(200, content=True, seed=99)[0], "protobuf")
+    prepare(decode_protobuf(small), default_prices(), redact_content=True).to_arrow()  # imports and caches
+    me = psutil.Process()
+    Path("/proc/self/clear_refs").write_text("5")
+    idle = me.memory_info().rss
+
+    def step(what: str) -> None:
+        rss, peak = me.memory_info().rss, _vm_hwm(me.pid)
+        print(f"  {what:44s} resident {(rss - idle) / MiB:+6,.0f} MiB, peak {(peak - idle) / MiB:+6,.0f} MiB")
+
+    print(f"\nstages of one {kind}{'+' + encoding if encoding else ''} body in one process (over idle):")
+    raw = decompress(body, encoding, INFLATED_LIMIT)
+    step(f"inflated ({len(raw) / MiB:.0f} MiB)")
+    records = decode_protobuf(raw) if kind == "protobuf" else __import__("collector.otlp").otlp.decode_json(raw)
+    step(f"decoded: {len(records):,} span records")
+    del raw
+    step("the inflated bytes dropped")
+    batch = prepare(records, default_prices(), redact_content=True)
+    step("rows built (redacted, priced)")
+    del records
+    step("span records dropped")
+    arrow = batch.to_arrow()
+    del batch
+    step("rows as Arrow, Python rows dropped")
+    pickled = pickle.dumps(arrow)
+    step(f"pickled for the pipe ({len(pickled) / MiB:.0f} MiB)")
+
+
 def baseline_tree(ref: str, folder: Path) -> Path:
     """``ref``'s tracked files, unpacked: the collector as it was, run with this environment's packages."""
     archive = folder / "baseline.tar"
@@ -197,7 +244,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=DEFAULT_DECODE_WORKERS, help="--decode-workers of the collector")
     ap.add_argument("--baseline", metavar="REF", help="also measure this commit's collector, alternating")
     ap.add_argument("--case", action="append", choices=[f"{k}{'+' + e if e else ''}" for k, e in CASES])
+    ap.add_argument("--stages", action="store_true", help="only: where one gzip protobuf body's memory goes")
     a = ap.parse_args()
+    if a.stages:
+        header("decode memory: the steps of one maximum-size body in a decode worker")
+        stages("protobuf", "gzip")
+        footer()
+        return
     header(f"decode memory: {CONCURRENT} concurrent maximum-size bodies, --decode-workers {a.workers}")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
