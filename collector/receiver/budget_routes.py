@@ -16,7 +16,6 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -34,6 +33,7 @@ from ledger.budgets.service import (
 )
 from ledger.budgets.targets import TargetPolicy
 from ledger.budgets.windows import Clock, system_clock
+from ledger.queries import parse_time
 
 __all__ = ["MAX_BODY", "BudgetRequest", "Connect", "handle", "matches"]
 
@@ -88,9 +88,9 @@ def _alerts(req: BudgetRequest, cur: duckdb.DuckDBPyConnection) -> Any:
         raise BudgetError(f"unknown parameter(s) {sorted(unknown)!r} (takes: {', '.join(sorted(known))})")
     since_raw, limit_raw = _one(req.query, "since"), _one(req.query, "limit")
     try:
-        since = datetime.fromisoformat(since_raw.replace("Z", "+00:00")) if since_raw else None
-    except ValueError:
-        raise BudgetError(f"since={since_raw!r} is not an ISO 8601 time") from None
+        since = parse_time(since_raw) if since_raw else None
+    except ValueError as exc:
+        raise BudgetError(f"since={since_raw!r}: {exc}") from None
     try:
         limit = int(limit_raw) if limit_raw else 50
     except ValueError:

@@ -38,11 +38,14 @@ __all__ = [
     "BUCKETS",
     "CACHE_HEALTHY",
     "CACHE_WEAK",
+    "FIRST_BOUND",
     "HIT_RATE",
     "INPUT_TOKENS",
+    "LAST_BOUND",
     "NO_FILTERS",
     "QUERIES",
     "ROW_HIT_RATE",
+    "TIME_FORMAT",
     "Filters",
     "Query",
     "UnknownQuery",
@@ -79,10 +82,41 @@ class UnknownQuery(NotFound, LookupError):
     """No registered query has that name, or the function given is not a registered query."""
 
 
+TIME_FORMAT = (
+    "give an ISO 8601 time from 0001-01-01 to 9999-12-31: a date, or a date and time, "
+    "naive (UTC) or with Z or an offset such as +05:30"
+)
+# The range a bound may take against TIMESTAMP_NS, the type of every run, span and point time: DuckDB
+# refuses to compare one with a time outside it ("Could not convert Timestamp(US) to Timestamp(NS)", a 500
+# for since=9999-12-31). The door admits span times from 1970 to 2116 only (ledger.limits), so a bound
+# clamped into this range selects the same rows as the bound asked for.
+FIRST_BOUND = datetime(1677, 9, 22)  # DuckDB converts no earlier microsecond time to nanoseconds
+LAST_BOUND = datetime(2262, 4, 11, 23, 47, 16, 854775)  # the last microsecond of an int64 of nanoseconds
+
+
 def parse_time(raw: str) -> datetime:
-    """An ISO 8601 time as the ledger stores it: naive UTC (an offset, or ``Z``, is converted)."""
-    when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00").replace(" ", "T", 1))
-    return when.astimezone(UTC).replace(tzinfo=None) if when.tzinfo is not None else when
+    """An ISO 8601 time as the ledger stores it: naive UTC (an offset, or ``Z``, is converted).
+    Every time a user gives is read here; a ``ValueError`` says what is wrong and the range."""
+    try:
+        when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00").replace(" ", "T", 1))
+    except ValueError as exc:
+        raise ValueError(f"{exc}; {TIME_FORMAT}") from None
+    return naive_utc(when)
+
+
+def naive_utc(when: datetime) -> datetime:
+    """``when`` in naive UTC; an offset that moves it past the calendar (0001-01-01T00:00+05:00 is in year 0)
+    gives the calendar's end on that side, which every bound below clamps alike."""
+    if when.tzinfo is None:
+        return when
+    try:
+        return when.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:
+        return datetime.min if when.year == 1 else datetime.max
+
+
+def _bound(when: datetime | None) -> datetime | None:
+    return None if when is None else min(max(naive_utc(when), FIRST_BOUND), LAST_BOUND)
 
 
 @dataclass(frozen=True)
@@ -91,7 +125,9 @@ class Filters:
 
     Times are naive UTC, as the ledger stores them: an aware bound is converted
     on construction, so a filter means the same instant however it arrived
-    (sidebar, CLI or query string) and survives the wire unchanged.
+    (sidebar, CLI or query string) and survives the wire unchanged. A bound
+    anywhere in the calendar is clamped into [FIRST_BOUND, LAST_BOUND]; a window
+    whose ``since`` is after its ``until`` holds no run (an empty answer, not an error).
     """
 
     since: datetime | None = None
@@ -107,9 +143,7 @@ class Filters:
 
     def __post_init__(self) -> None:
         for name in _TIME_FIELDS:
-            value = getattr(self, name)
-            if value is not None and value.tzinfo is not None:
-                object.__setattr__(self, name, value.astimezone(UTC).replace(tzinfo=None))
+            object.__setattr__(self, name, _bound(getattr(self, name)))
 
     def to_params(self) -> dict[str, str]:
         """The set fields as query-string values (times in ISO 8601); unset fields are absent."""

@@ -1,0 +1,295 @@
+"""Decode memory: what four concurrent maximum-size OTLP bodies cost a running collector (#41 item 7).
+
+A fresh ``turnledger serve`` per case, warmed up (every decode worker has decoded a body), then
+four bodies posted at once, each as large as the collector accepts: 16 MiB on the wire
+(``--max-body-mb``' default) or, compressed, 64 MiB inflated (``max_decoded_bytes``), whichever
+comes first. The bodies are realistic agent runs with captured content (each turn's request
+repeats the conversation so far: large and very compressible, as real exports are). Cases:
+protobuf and OTLP/JSON, gzip and identity.
+
+Printed per case: the growth of resident memory over idle, for the collector process and its
+decode workers summed. Each process's peak is its ``VmHWM`` since idle (reset with
+``clear_refs``), so the sum bounds the simultaneous peak from above. With ``--baseline REF``
+the same cases run against that commit's tree (``git archive``), alternating, and the ratio is
+printed. Medians of ``--repeats`` runs, with their ranges, and the load before and after.
+``--stages`` instead follows one gzip protobuf body through a worker's steps in this process.
+
+Measured (2 cores, load 6-10, --decode-workers 2, medians of 2; #41 item 7): four 60 MiB-inflated gzip
+protobuf bodies grew the collector and its workers by 1,210 MiB on main and 1,056 MiB with the compressed
+bytes crossing the pipe (collector 490 -> 372, workers 720 -> 684); gzip JSON 1,204 -> 979; identity
+bodies (16 MiB) 354 -> 339 (protobuf) and 324 -> 326 (JSON). ``--stages`` shows where a worker's
+~340 MiB per body goes: inflate +117 (peak), parse and span records +160 over the inflated bytes, Arrow
++56, pickling for the pipe +79: every step holds a whole-body copy, so the 400 MiB goal needs row
+building and the return trip to stream (a chunk of spans at a time), not only the inflate moved.
+
+    .venv/bin/python benchmarks/decode_memory.py --baseline main --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import http.client
+import json
+import os
+import pickle
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import ROOT, footer, header
+from benchmarks.agent_workload import encode_protobuf, workload
+from collector.cli.serve import DEFAULT_DECODE_WORKERS
+from collector.otlp import encode_json
+
+MiB = 1 << 20
+WIRE_LIMIT = 16 * MiB  # ServerConfig.max_body_bytes' default
+INFLATED_LIMIT = 64 * MiB  # ServerConfig.max_decoded_bytes' default
+CONCURRENT = 4  # ServerConfig.max_concurrent_decodes' default: four bodies decode at once
+CASES = [("protobuf", None), ("protobuf", "gzip"), ("json", None), ("json", "gzip")]
+CONTENT_TYPE = {"protobuf": "application/x-protobuf", "json": "application/json"}
+
+
+def _encode(spans: list, kind: str) -> bytes:
+    return encode_protobuf(spans) if kind == "protobuf" else json.dumps(encode_json(spans)).encode()
+
+
+def max_body(kind: str, encoding: str | None, seed: int) -> tuple[bytes, int]:
+    """(the body as sent, its inflated size), kept between runs (making four takes a minute or two)."""
+    cache = Path(tempfile.gettempdir()) / "turnledger-decode-memory" / f"{kind}-{encoding}-{seed}.body"
+    if not cache.exists():
+        body, inflated = _max_body(kind, encoding, seed)
+        cache.parent.mkdir(exist_ok=True)
+        cache.with_suffix(".tmp").write_bytes(inflated.to_bytes(8, "big") + body)
+        cache.with_suffix(".tmp").rename(cache)
+    data = cache.read_bytes()
+    return data[8:], int.from_bytes(data[:8], "big")
+
+
+def _max_body(kind: str, encoding: str | None, seed: int) -> tuple[bytes, int]:
+    """The first spans of the workload, as many as the limits take."""
+    spans, _ = workload(60_000, content=True, seed=seed)
+    limit = (INFLATED_LIMIT if encoding else WIRE_LIMIT) - MiB  # a MiB of room for what one span's size misses
+    total, fits = 0, 0
+    for fits, span in enumerate(spans):  # noqa: B007 (the count is what we want)
+        total += len(_encode([span], kind))
+        if total > limit:
+            break
+    while True:
+        raw = _encode(spans[:fits], kind)
+        body = gzip.compress(raw) if encoding else raw
+        if len(raw) <= limit + MiB and len(body) <= WIRE_LIMIT:
+            return body, len(raw)
+        fits = fits * 9 // 10
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _post(port: int, body: bytes, kind: str, encoding: str | None, out: list[int]) -> None:
+    headers = {"Content-Type": CONTENT_TYPE[kind]}
+    if encoding:
+        headers["Content-Encoding"] = encoding
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    try:
+        conn.request("POST", "/v1/traces", body, headers)
+        response = conn.getresponse()
+        response.read()
+        out.append(response.status)
+    finally:
+        conn.close()
+
+
+def _vm_hwm(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
+
+
+@dataclass
+class Growth:
+    server: float  # MiB over idle, the collector's own process
+    workers: float  # MiB over idle, its decode workers summed
+    statuses: list[int]
+
+    @property
+    def total(self) -> float:
+        return self.server + self.workers
+
+
+def measure(tree: Path, bodies: list[bytes], kind: str, encoding: str | None, workers: int, folder: Path) -> Growth:
+    """One fresh collector from ``tree``: warm up, reset the peaks, post the bodies at once, read the peaks."""
+    port = _free_port()
+    db = folder / f"m-{time.monotonic_ns()}.duckdb"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--grpc-port", "0", "--db", str(db),
+         "--decode-workers", str(workers)],
+        cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TURNLEDGER_TOKEN": "", "PYTHONPATH": str(tree)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("collector did not start") from None
+                time.sleep(0.1)
+        root = psutil.Process(server.pid)
+        small = _encode(workload(200, content=True, seed=99)[0], kind)
+        small = gzip.compress(small) if encoding else small
+        statuses: list[int] = []
+        threads = [
+            threading.Thread(target=_post, args=(port, small, kind, encoding, statuses)) for _ in range(2 * workers)
+        ]  # every worker decodes one: their imports are in the idle figure
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(1.0)
+        processes = [root, *root.children(recursive=True)]
+        idle = {}
+        for p in processes:
+            Path(f"/proc/{p.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
+            idle[p.pid] = p.memory_info().rss
+        statuses = []
+        threads = [threading.Thread(target=_post, args=(port, b, kind, encoding, statuses)) for b in bodies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        grown = {p.pid: (_vm_hwm(p.pid) - idle[p.pid]) / MiB for p in processes}
+        return Growth(grown[root.pid], sum(g for pid, g in grown.items() if pid != root.pid), sorted(statuses))
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(120)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def stages(kind: str, encoding: str | None) -> None:
+    """Where one body's memory goes in a decode worker: what a worker does, step by step, in this process
+    (after a warm-up body), with the growth of resident memory and of its peak after each step."""
+    from collector.otlp import decode_protobuf
+    from collector.receiver.otlp_http import decompress
+    from ledger.ingest import prepare
+    from ledger.rows import default_prices
+
+    body, _ = max_body(kind, encoding, seed=100)
+    small = _encode(workload(200, content=True, seed=99)[0], "protobuf")
+    prepare(decode_protobuf(small), default_prices(), redact_content=True).to_arrow()  # imports and caches
+    me = psutil.Process()
+    Path("/proc/self/clear_refs").write_text("5")
+    idle = me.memory_info().rss
+
+    def step(what: str) -> None:
+        rss, peak = me.memory_info().rss, _vm_hwm(me.pid)
+        print(f"  {what:44s} resident {(rss - idle) / MiB:+6,.0f} MiB, peak {(peak - idle) / MiB:+6,.0f} MiB")
+
+    print(f"\nstages of one {kind}{'+' + encoding if encoding else ''} body in one process (over idle):")
+    raw = decompress(body, encoding, INFLATED_LIMIT)
+    step(f"inflated ({len(raw) / MiB:.0f} MiB)")
+    records = decode_protobuf(raw) if kind == "protobuf" else __import__("collector.otlp").otlp.decode_json(raw)
+    step(f"decoded: {len(records):,} span records")
+    del raw
+    step("the inflated bytes dropped")
+    batch = prepare(records, default_prices(), redact_content=True)
+    step("rows built (redacted, priced)")
+    del records
+    step("span records dropped")
+    arrow = batch.to_arrow()
+    del batch
+    step("rows as Arrow, Python rows dropped")
+    pickled = pickle.dumps(arrow)
+    step(f"pickled for the pipe ({len(pickled) / MiB:.0f} MiB)")
+
+
+def baseline_tree(ref: str, folder: Path) -> Path:
+    """``ref``'s tracked files, unpacked: the collector as it was, run with this environment's packages."""
+    archive = folder / "baseline.tar"
+    subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), ref], check=True)
+    tree = folder / "baseline"
+    with tarfile.open(archive) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
+def _summary(values: list[float]) -> str:
+    median = statistics.median(values)
+    return f"{median:7,.0f} MiB" + (f" ({min(values):,.0f}-{max(values):,.0f})" if len(values) > 1 else "")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=DEFAULT_DECODE_WORKERS, help="--decode-workers of the collector")
+    ap.add_argument("--baseline", metavar="REF", help="also measure this commit's collector, alternating")
+    ap.add_argument("--case", action="append", choices=[f"{k}{'+' + e if e else ''}" for k, e in CASES])
+    ap.add_argument("--stages", action="store_true", help="only: where one gzip protobuf body's memory goes")
+    a = ap.parse_args()
+    if a.stages:
+        header("decode memory: the steps of one maximum-size body in a decode worker")
+        stages("protobuf", "gzip")
+        footer()
+        return
+    header(f"decode memory: {CONCURRENT} concurrent maximum-size bodies, --decode-workers {a.workers}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        trees = {"this": ROOT}
+        if a.baseline:
+            trees = {a.baseline: baseline_tree(a.baseline, folder), **trees}
+        for kind, encoding in CASES:
+            name = f"{kind}{'+' + encoding if encoding else ''}"
+            if a.case and name not in a.case:
+                continue
+            started = time.monotonic()
+            made = [max_body(kind, encoding, seed=100 + i) for i in range(CONCURRENT)]
+            bodies = [b for b, _ in made]
+            print(
+                f"\n{name}: {CONCURRENT} bodies of {statistics.mean(map(len, bodies)) / MiB:.1f} MiB on the wire, "
+                f"{statistics.mean(n for _, n in made) / MiB:.1f} MiB inflated (made in {time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
+            results: dict[str, list[Growth]] = {label: [] for label in trees}
+            for _ in range(a.repeats):
+                for label, tree in trees.items():
+                    started = time.monotonic()
+                    results[label].append(measure(tree, bodies, kind, encoding, a.workers, folder))
+                    print(f"    ({label}: {time.monotonic() - started:.0f} s)", flush=True)
+            for label, runs in results.items():
+                statuses = sorted({s for g in runs for s in g.statuses})
+                print(
+                    f"  {label:>12}: peak over idle {_summary([g.total for g in runs])}"
+                    f"   (collector {_summary([g.server for g in runs])}, workers {_summary([g.workers for g in runs])})"
+                    f"   statuses {statuses}",
+                    flush=True,
+                )
+            if a.baseline:
+                ratio = statistics.median(g.total for g in results["this"]) / statistics.median(
+                    g.total for g in results[a.baseline]
+                )
+                print(f"  {'ratio':>12}: x{ratio:.2f} of {a.baseline}")
+    footer()
+
+
+if __name__ == "__main__":
+    main()
