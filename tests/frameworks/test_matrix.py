@@ -1,0 +1,143 @@
+"""The live framework matrix: each framework, real and unmodified in its own pinned virtual
+environment, runs the order-desk agent (``agents/scenario.py``) against the fake Anthropic API and
+exports its spans with the official OTLP/HTTP exporter into a real ``turnledger serve``.
+
+Ground truth is the fake's record of what it billed: each successful Messages response's usage,
+priced with genai-prices from that usage alone (never from the ledger's own pricing). The ledger
+must hold one charge per billed call with every token term (uncached input, cache read, cache write
+5m and 1h, output) and the USD to the micro-dollar, two runs (the question and the streamed
+follow-up) with two model calls and the one tool call in the first, and ``report``'s total equal to
+the truth. Each test writes what it saw to ``.results/`` for ``report.py`` (docs/frameworks.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from genai_prices import extract_usage
+
+from ledger.report import build_report
+from tests.fakes.anthropic_server import FakeAnthropicServer, FakeError, FakeReply, Script, api_usage
+
+from .conftest import INSTALLED, Serve, venv_dir
+from .matrix import CONFIGS, Config
+
+HANG_S = 300  # hang guards only: an agent here answers in seconds
+AGENTS = Path(__file__).parent / "agents"
+RESULTS = Path(__file__).parent / ".results"
+SYSTEM_TOKENS = 7_040  # the cached prefix the fake reports (agents/scenario.py's prompt and tool)
+
+
+def _last_user_content(body: dict[str, Any]) -> list[dict[str, Any]]:
+    content = (body.get("messages") or [{}])[-1].get("content") or []
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+class OrderDesk:
+    """The fake model: asked about order 17 with the tool offered, it calls ``lookup_order``; given
+    the tool's result, or asked anything else, it answers in text. Each billed call's usage is
+    distinct: the first writes the cached prefix, later ones read it and write the new turns."""
+
+    def __init__(self, ttl: str) -> None:
+        self.ttl = ttl
+        self.n = 0
+
+    def __call__(self, body: dict[str, Any]) -> Script:
+        self.n += 1
+        n, write = self.n, "cache_1h" if self.ttl == "1h" else "cache_5m"
+        cache = {write: SYSTEM_TOKENS} if n == 1 else {"cache_read": SYSTEM_TOKENS, write: 150 + 11 * n}
+        usage = api_usage(400 + 37 * n, 30 + 9 * n, **cache)
+        content = _last_user_content(body)
+        if any(b.get("type") == "tool_result" for b in content):
+            return FakeReply.text("Order 17 shipped on 2026-12-01.", usage=usage)
+        asked = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
+        if "order 17" in asked.lower() and body.get("tools"):
+            return FakeReply.tools((f"toolu_{n:02d}", "lookup_order", {"order_id": "17"}), usage=usage)
+        return FakeReply.text("Order 17 shipped on 2026-12-01, as said.", usage=usage)
+
+
+def _truth(response: dict[str, Any]) -> tuple[Any, ...]:
+    """One billed call as the ledger must charge it, priced by genai-prices from the response."""
+    u = response["usage"]
+    usd = extract_usage(response, provider_id="anthropic").calc_price().total_price
+    writes = u["cache_creation"]  # the ledger keeps the 5-minute and 1-hour writes apart
+    return (response["model"], u["input_tokens"], writes["ephemeral_5m_input_tokens"], u["cache_read_input_tokens"],
+            u["output_tokens"], writes["ephemeral_1h_input_tokens"], Decimal(str(usd)))  # fmt: skip
+
+
+def _ledger(db: Path) -> dict[str, Any]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        charges = con.execute(
+            "SELECT model, uncached_input_tokens, cache_write_tokens, cache_read_tokens, output_tokens, "
+            "cache_write_1h_tokens, usd_input + usd_output + usd_cache_write + usd_cache_read + usd_cache_write_1h, "
+            "unpriced OR invalid_usage OR incomplete_usage FROM charges"
+        ).fetchall()
+        runs = con.execute("SELECT model_calls, tool_calls FROM runs ORDER BY started_at").fetchall()
+        report = build_report(con.cursor())
+    return {"charges": charges, "runs": runs, "total_usd": Decimal(str(report["total_usd"]))}
+
+
+def _record(config: Config, outcome: dict[str, Any]) -> None:
+    marker = venv_dir(config.framework.name, config.framework.pins) / INSTALLED
+    RESULTS.mkdir(exist_ok=True)
+    row = {
+        "framework": config.framework.name, "version": config.framework.version, "configuration": config.name,
+        "xfail": config.xfail, "install_s": json.loads(marker.read_text())["install_s"], **outcome,
+    }  # fmt: skip
+    (RESULTS / f"{config.id}.json").write_text(json.dumps(row, indent=1, default=str))
+
+
+def _params() -> list[Any]:
+    return [
+        pytest.param(c, id=c.id, marks=[pytest.mark.xfail(strict=True, reason=c.xfail)] if c.xfail else [])
+        for c in CONFIGS
+    ]
+
+
+@pytest.mark.parametrize("config", _params())
+def test_framework_is_charged_as_the_fake_billed(
+    config: Config, framework_venv: Any, turnledger_serve: Serve, tmp_path: Path
+) -> None:
+    python = framework_venv(config.framework.name, config.framework.pins)
+    started = time.monotonic()
+    with FakeAnthropicServer(OrderDesk(config.ttl)) as fake:
+        fake.enqueue(FakeError.rate_limited(retry_after=0.1))  # the first call is retried by the SDK
+        (tmp_path / "home").mkdir()
+        env = {
+            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONPATH": str(AGENTS),
+            "ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "sk-ant-fake", "MATRIX_CONFIG": config.name,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": turnledger_serve.url, **config.env,
+        }  # fmt: skip
+        agent = subprocess.run(
+            [python, AGENTS / config.framework.script], env=env, cwd=tmp_path, capture_output=True, text=True,
+            timeout=HANG_S,
+        )  # fmt: skip
+        assert agent.returncode == 0, agent.stdout[-2000:] + agent.stderr[-6000:]
+        exchanges = list(fake.exchanges)
+    out = turnledger_serve.stop()  # the exporter flushed before the agent exited: every span is committed
+    assert turnledger_serve.proc.returncode == 0, out
+    # The scenario ran as written: one 429, retried; one streamed call; the tool called once.
+    assert [e.status for e in exchanges].count(429) == 1
+    billed = [e.response for e in exchanges if e.status == 200 and e.response and e.path == "/v1/messages"]
+    assert any(e.body.get("stream") for e in exchanges if e.status == 200)
+    want = sorted(_truth(r) for r in billed)
+    truth = sum(w[6] for w in want)
+    seen = _ledger(turnledger_serve.db)
+    charges = sorted(c[:7] for c in seen["charges"])
+    ledger_usd = sum((c[6] for c in charges), Decimal(0))
+    _record(config, {
+        "billed_calls": len(billed), "charges": len(charges), "flagged_charges": sum(c[7] for c in seen["charges"]),
+        "truth_usd": truth, "ledger_usd": ledger_usd, "report_usd": seen["total_usd"], "runs": seen["runs"],
+        "exact": charges == want and seen["runs"] == [(2, 1), (1, 0)] and seen["total_usd"] == truth,
+        "test_s": round(time.monotonic() - started, 1),
+    })  # fmt: skip
+    assert charges == want
+    assert seen["runs"] == [(2, 1), (1, 0)]  # the question: 2 calls, 1 tool call; the streamed follow-up: 1 call
+    assert seen["total_usd"] == truth
