@@ -17,6 +17,9 @@ import pytest
 
 from tests.server.conftest import free_port, start_cli, wait_healthy
 
+# The matrix's assertions live in matrix.py, shared by every test_<framework>.py: show their values.
+pytest.register_assert_rewrite("tests.frameworks.matrix")
+
 # The version the ledger's reading of Claude Code's events was checked against (ledger.claude_code).
 CLAUDE_CODE_VERSION = "2.1.197"
 _NPM_CACHE = Path.home() / ".cache" / "turnledger" / "npm"

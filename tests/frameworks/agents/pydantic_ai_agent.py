@@ -1,7 +1,8 @@
 """pydantic-ai: ``Agent.instrument_all`` with the global TracerProvider; the system prompt cached
 through ``anthropic_cache_instructions`` ("5m" or "1h" by configuration), the follow-up streamed.
 
-Configurations: ``v5`` / ``v6`` (its instrumentation data format), ``1h`` (1-hour cache writes)."""
+Configurations: ``v5`` / ``v6`` (its instrumentation data format), ``1h`` (1-hour cache writes);
+the anthropic SDK's own spans are on unless ANTHROPIC_OPEN_TELEMETRY=false."""
 
 import asyncio
 
