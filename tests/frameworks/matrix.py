@@ -174,6 +174,7 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
         "exact": charges == want and seen["runs"] == RUNS and seen["total_usd"] == truth,
         "wrong_unflagged": sum(not c[7] for c in wrong),
         "test_s": round(time.monotonic() - started, 1), "seen": seen["charges"], "want": want,
+        "exchanges": [(e.path, e.status, e.body.get("stream", False), len(e.body.get("messages", []))) for e in exchanges],
     })  # fmt: skip
     assert seen["runs"] == RUNS
     if config.flagged:  # one charge per billed call, each one it cannot get right flagged
