@@ -42,7 +42,7 @@ HANG_S = 300  # hang guards only: an agent here answers in seconds
 AGENTS = Path(__file__).parent / "agents"
 RESULTS = Path(__file__).parent / ".results"
 SYSTEM_TOKENS = 7_040  # the cached prefix the fake reports (agents/scenario.py's prompt and tool)
-RUNS = [(2, 1), (1, 0)]  # (model calls, tool calls): the question, then the streamed follow-up
+RUNS = ((2, 1), (1, 0))  # (model calls, tool calls): the question, then the streamed follow-up
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class Config:
     env: dict[str, str] = field(default_factory=dict)
     ttl: str = "5m"  # the cache writes the fake reports: "5m" or "1h"
     classic_stream: bool = False  # message_delta with the output count only (the API's older shape)
+    runs: tuple[tuple[int, int], ...] = RUNS  # (model calls, tool calls) of each run, in order
     flagged: str | None = None  # upstream loses data: the ledger must flag each charge it cannot get right
     xfail: str | None = None  # the ledger is wrong today (#43): what is wrong, and where upstream
 
@@ -121,7 +122,7 @@ def _ledger(db: Path) -> dict[str, Any]:
             "cache_write_1h_tokens, usd_input + usd_output + usd_cache_write + usd_cache_read + usd_cache_write_1h, "
             "unpriced OR invalid_usage OR incomplete_usage FROM charges"
         ).fetchall()
-        runs = con.execute("SELECT model_calls, tool_calls FROM runs ORDER BY started_at").fetchall()
+        runs = tuple(con.execute("SELECT model_calls, tool_calls FROM runs ORDER BY started_at").fetchall())
         report = build_report(con.cursor())
     return {"charges": charges, "runs": runs, "total_usd": Decimal(str(report["total_usd"]))}
 
@@ -148,7 +149,7 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
         env = {
             "PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONPATH": str(AGENTS),
             "ANTHROPIC_BASE_URL": fake.base_url, "ANTHROPIC_API_KEY": "sk-ant-fake", "MATRIX_CONFIG": config.name,
-            "OTEL_EXPORTER_OTLP_ENDPOINT": serve.url, **config.env,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": serve.url, "LITELLM_LOCAL_MODEL_COST_MAP": "True", **config.env,
         }  # fmt: skip
         agent = subprocess.run(
             [python, AGENTS / config.framework.script], env=env, cwd=tmp_path, capture_output=True, text=True,
@@ -171,12 +172,12 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
     _record(config, {
         "billed_calls": len(billed), "charges": len(charges), "flagged_charges": sum(c[7] for c in seen["charges"]),
         "truth_usd": truth, "ledger_usd": ledger_usd, "report_usd": seen["total_usd"], "runs": seen["runs"],
-        "exact": charges == want and seen["runs"] == RUNS and seen["total_usd"] == truth,
+        "exact": charges == want and seen["runs"] == config.runs and seen["total_usd"] == truth,
         "wrong_unflagged": sum(not c[7] for c in wrong),
         "test_s": round(time.monotonic() - started, 1), "seen": seen["charges"], "want": want,
         "exchanges": [(e.path, e.status, e.body.get("stream", False), len(e.body.get("messages", []))) for e in exchanges],
     })  # fmt: skip
-    assert seen["runs"] == RUNS
+    assert seen["runs"] == config.runs
     if config.flagged:  # one charge per billed call, each one it cannot get right flagged
         assert len(charges) == len(want)
         assert wrong and all(c[7] for c in wrong), wrong

@@ -20,7 +20,7 @@ STRANDS = Framework(
         "anthropic==0.125.0",
         "opentelemetry-sdk==1.45.1",
         "opentelemetry-exporter-otlp-proto-http==1.45.1",
-    ),  # fmt: skip
+    ),
     "strands_agent.py",
     (
         "trace.set_tracer_provider(provider)  # with OTLPSpanExporter(): OTEL_EXPORTER_OTLP_ENDPOINT=turnledger",
