@@ -25,28 +25,28 @@ OPENINFERENCE = Framework(
 )
 
 
-@pytest.mark.parametrize(
-    "config",
-    params(
-        Config(OPENINFERENCE, "openinference-no-sdk-spans", env=NO_SDK_SPANS),
-        Config(
-            OPENINFERENCE,
-            "openinference-no-sdk-spans-classic-stream",
-            env=NO_SDK_SPANS,
-            classic_stream=True,
-            flagged="incomplete usage: streamed with the classic message_delta (output count only), langchain-anthropic "
-            "1.7.10 reports input 0: it drops message_start's usage (langchain_anthropic/chat_models.py:2334) and "
-            "takes the usage from message_delta alone (:2495)",
-        ),
-        Config(
-            OPENINFERENCE,
-            "openinference",
-            xfail="#43: 4 charges for 3 billed calls, 5 runs for 2: OpenInference never makes its span current "
-            "(openinference-instrumentation-langchain 0.1.80, instrumentation/langchain/_tracer.py:198, the attach "
-            "commented out), so each anthropic SDK span is the root of a trace of its own, counted as a run; the "
-            "streamed call's LangChain span has no response id (no output.value) to join its SDK copy by",
-        ),
+CONFIGS = (
+    Config(OPENINFERENCE, "openinference-no-sdk-spans", env=NO_SDK_SPANS),
+    Config(
+        OPENINFERENCE,
+        "openinference-no-sdk-spans-classic-stream",
+        env=NO_SDK_SPANS,
+        classic_stream=True,
+        flagged="incomplete usage: streamed with the classic message_delta (output count only), langchain-anthropic "
+        "1.7.10 reports input 0: it drops message_start's usage (langchain_anthropic/chat_models.py:2334) and "
+        "takes the usage from message_delta alone (:2495)",
+    ),
+    Config(
+        OPENINFERENCE,
+        "openinference",
+        xfail="#43: 4 charges for 3 billed calls, 5 runs for 2: OpenInference never makes its span current "
+        "(openinference-instrumentation-langchain 0.1.80, instrumentation/langchain/_tracer.py:198, the attach "
+        "commented out), so each anthropic SDK span is the root of a trace of its own, counted as a run; the "
+        "streamed call's LangChain span has no response id (no output.value) to join its SDK copy by",
     ),
 )
+
+
+@pytest.mark.parametrize("config", params(*CONFIGS))
 def test_langgraph(config: Config, framework_venv: Any, turnledger_serve: Serve, tmp_path: Path) -> None:
     check(config, framework_venv(config.framework.name, config.framework.pins), turnledger_serve, tmp_path)

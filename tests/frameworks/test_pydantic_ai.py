@@ -24,14 +24,14 @@ PYDANTIC_AI = Framework(
 )
 
 
-@pytest.mark.parametrize(
-    "config",
-    params(
-        Config(PYDANTIC_AI, "v6"),
-        Config(PYDANTIC_AI, "v5"),
-        Config(PYDANTIC_AI, "v6-no-sdk-spans", env=NO_SDK_SPANS),
-        Config(PYDANTIC_AI, "1h", ttl="1h"),
-    ),
+CONFIGS = (
+    Config(PYDANTIC_AI, "v6"),
+    Config(PYDANTIC_AI, "v5"),
+    Config(PYDANTIC_AI, "v6-no-sdk-spans", env=NO_SDK_SPANS),
+    Config(PYDANTIC_AI, "1h", ttl="1h"),
 )
+
+
+@pytest.mark.parametrize("config", params(*CONFIGS))
 def test_pydantic_ai(config: Config, framework_venv: Any, turnledger_serve: Serve, tmp_path: Path) -> None:
     check(config, framework_venv(config.framework.name, config.framework.pins), turnledger_serve, tmp_path)

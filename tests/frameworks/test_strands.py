@@ -30,21 +30,21 @@ STRANDS = Framework(
 )
 
 
-@pytest.mark.parametrize(
-    "config",
-    params(
-        Config(STRANDS, "async"),
-        Config(STRANDS, "async-classic-stream", classic_stream=True),
-        Config(
-            STRANDS,
-            "sync",
-            xfail="#43, upstream, not the ledger's to fix: 4 billed calls, 3 charges. Agent.__call__ runs each "
-            "invocation under asyncio.run (strands/_async.py:38) while AnthropicModel keeps one AsyncAnthropic client "
-            "(strands/models/anthropic.py:189) whose pooled connection belongs to the closed loop: the follow-up's "
-            "request reaches the API and is billed, its response is lost ('Event loop is closed'), the SDK sends it "
-            "again; no span holds the lost call's usage",
-        ),
+CONFIGS = (
+    Config(STRANDS, "async"),
+    Config(STRANDS, "async-classic-stream", classic_stream=True),
+    Config(
+        STRANDS,
+        "sync",
+        xfail="#43, upstream, not the ledger's to fix: 4 billed calls, 3 charges. Agent.__call__ runs each "
+        "invocation under asyncio.run (strands/_async.py:38) while AnthropicModel keeps one AsyncAnthropic client "
+        "(strands/models/anthropic.py:189) whose pooled connection belongs to the closed loop: the follow-up's "
+        "request reaches the API and is billed, its response is lost ('Event loop is closed'), the SDK sends it "
+        "again; no span holds the lost call's usage",
     ),
 )
+
+
+@pytest.mark.parametrize("config", params(*CONFIGS))
 def test_strands(config: Config, framework_venv: Any, turnledger_serve: Serve, tmp_path: Path) -> None:
     check(config, framework_venv(config.framework.name, config.framework.pins), turnledger_serve, tmp_path)
