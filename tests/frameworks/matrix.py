@@ -107,20 +107,22 @@ class OrderDesk:
 
 
 def _truth(response: dict[str, Any]) -> tuple[Any, ...]:
-    """One billed call as the ledger must charge it, priced by genai-prices from the response."""
+    """One billed call as the ledger must charge it, priced by genai-prices from the response: its
+    token terms and USD (the model's name as the ledger shows it is not asserted: a routing form such
+    as ``anthropic/claude-sonnet-4-6`` may stay as the source wrote it, priced as the model)."""
     u = response["usage"]
     usd = extract_usage(response, provider_id="anthropic").calc_price().total_price
     writes = u["cache_creation"]  # the ledger keeps the 5-minute and 1-hour writes apart
-    return (response["model"], u["input_tokens"], writes["ephemeral_5m_input_tokens"], u["cache_read_input_tokens"],
-            u["output_tokens"], writes["ephemeral_1h_input_tokens"], Decimal(str(usd)))  # fmt: skip
+    return (u["input_tokens"], writes["ephemeral_5m_input_tokens"], u["cache_read_input_tokens"], u["output_tokens"],
+            writes["ephemeral_1h_input_tokens"], Decimal(str(usd)))  # fmt: skip
 
 
 def _ledger(db: Path) -> dict[str, Any]:
     with duckdb.connect(str(db), read_only=True) as con:
         charges = con.execute(
-            "SELECT model, uncached_input_tokens, cache_write_tokens, cache_read_tokens, output_tokens, "
+            "SELECT uncached_input_tokens, cache_write_tokens, cache_read_tokens, output_tokens, "
             "cache_write_1h_tokens, usd_input + usd_output + usd_cache_write + usd_cache_read + usd_cache_write_1h, "
-            "unpriced OR invalid_usage OR incomplete_usage FROM charges"
+            "unpriced OR invalid_usage OR incomplete_usage, model FROM charges"
         ).fetchall()
         runs = tuple(con.execute("SELECT model_calls, tool_calls FROM runs ORDER BY started_at").fetchall())
         report = build_report(con.cursor())
@@ -164,23 +166,23 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
     billed = [e.response for e in exchanges if e.status == 200 and e.response and e.path == "/v1/messages"]
     assert any(e.body.get("stream") for e in exchanges if e.status == 200)
     want = sorted(_truth(r) for r in billed)
-    truth = sum(w[6] for w in want)
+    truth = sum(w[5] for w in want)
     seen = _ledger(serve.db)
-    charges = sorted(c[:7] for c in seen["charges"])
-    ledger_usd = sum((c[6] for c in charges), Decimal(0))
-    wrong = [c for c in seen["charges"] if c[:7] not in want]
+    charges = sorted(c[:6] for c in seen["charges"])
+    ledger_usd = sum((c[5] for c in charges), Decimal(0))
+    wrong = [c for c in seen["charges"] if c[:6] not in want]
     _record(config, {
-        "billed_calls": len(billed), "charges": len(charges), "flagged_charges": sum(c[7] for c in seen["charges"]),
+        "billed_calls": len(billed), "charges": len(charges), "flagged_charges": sum(c[6] for c in seen["charges"]),
         "truth_usd": truth, "ledger_usd": ledger_usd, "report_usd": seen["total_usd"], "runs": seen["runs"],
         "exact": charges == want and seen["runs"] == config.runs and seen["total_usd"] == truth,
-        "wrong_unflagged": sum(not c[7] for c in wrong),
+        "wrong_unflagged": sum(not c[6] for c in wrong),
         "test_s": round(time.monotonic() - started, 1), "seen": seen["charges"], "want": want,
         "exchanges": [(e.path, e.status, e.body.get("stream", False), len(e.body.get("messages", []))) for e in exchanges],
     })  # fmt: skip
     assert seen["runs"] == config.runs
     if config.flagged:  # one charge per billed call, each one it cannot get right flagged
         assert len(charges) == len(want)
-        assert wrong and all(c[7] for c in wrong), wrong
+        assert wrong and all(c[6] for c in wrong), wrong
         return
     assert charges == want
     assert seen["total_usd"] == truth
