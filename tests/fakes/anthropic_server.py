@@ -285,6 +285,10 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         body = json.loads(raw)
+        if self.path.startswith("/v1/messages/count_tokens"):  # free: counted, never billed
+            exchange.status, exchange.response = 200, {"input_tokens": estimate_tokens(body.get("messages", []))}
+            self._send(200, json.dumps(exchange.response).encode(), "application/json")
+            return
         script = self.fake._next(body)
         if isinstance(script, FakeError):
             error = {"type": "error", "error": {"type": script.error_type, "message": script.message}}
