@@ -40,7 +40,7 @@ CONFIGS = (
     ),
     Config(
         CREWAI,
-        "openinference-sdk-spans",
+        "openinference-openllmetry-sdk-spans",
         env=QUIET,
         xfail="#43: 3 charges for 3 billed calls, runs exact, but the streamed call's output 58 for 57 "
         "(+$0.000015, unflagged): opentelemetry-instrumentation-anthropic 0.62.4 adds message_delta's output count "
