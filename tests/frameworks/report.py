@@ -61,7 +61,7 @@ def _verdict(config: Config, result: dict[str, Any] | None) -> str:
     if config.flagged:
         truth, ledger = Decimal(result["truth_usd"]), Decimal(result["ledger_usd"])
         off = (ledger - truth) / truth * 100
-        return f"flagged ({result['flagged_charges']} charge): {config.flagged}; max error {off:+.1f}% (${ledger - truth:+.6f})"
+        return f"flagged ({result['flagged_charges']} of {result['charges']} charges): {config.flagged}; max error {off:+.1f}% (${ledger - truth:+.6f})"
     return "**exact**" if result["exact"] else "FAILED: see its test"
 
 
