@@ -88,7 +88,8 @@ def render() -> str:
     out = HEAD + "\n".join(rows) + "\n\n## Setup: the three lines for each\n\n"
     out += "Every one exports with the official OTLP exporter: `OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318`.\n"
     for f in setups.values():
-        out += f"\n### {f.name}\n\n`pip install {' '.join(f.pins)}`\n\n```python\n" + "\n".join(f.setup) + "\n```\n"
+        pins = " ".join(f"'{p}'" if "[" in p else p for p in f.pins)  # quoted where a shell would glob
+        out += f"\n### {f.name}\n\n`pip install {pins}`\n\n```python\n" + "\n".join(f.setup) + "\n```\n"
     if missing:
         print(f"{missing} configuration(s) have no result: run the matrix first", file=sys.stderr)
     return out
