@@ -20,7 +20,7 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +32,19 @@ from collector.cli.serve import _config, add_serve
 from collector.otlp import encode_json
 from collector.receiver import CollectorServer
 from ledger import conventions as c
+from ledger import redact
 from ledger.errors import TurnledgerError
 from ledger.rows import prepare
 from ledger.spans import Base64Bytes, SpanEvent, SpanLink, SpanRecord
 from ledger.tables import table
-from tests.redaction_corpus import SECRETS
+from tests.redaction_corpus import IP_ADDRESSES, SECRETS, Secret
 from tests.server.conftest import T0, post_otlp
 
 MODEL = "claude-sonnet-4-6"
 LOCATIONS = (
     "name", "status", "attribute", "secret_key", "array", "nested", "event_name", "exception", "user_message",
     "link", "resource", "input_messages", "request_body", "flattened", "response", "tool", "escaped",
-    "key", "nested_key", "event_key", "link_key", "bytes", "event_bytes",
+    "key", "nested_key", "event_key", "link_key", "bytes", "event_bytes", "scope",
 )  # fmt: skip
 SECRET_KEYS = (
     "http.request.header.authorization", "api_key", "password", "db_password", "openai_api_key",
@@ -122,6 +123,8 @@ def _span(trace: str, n: int, where: str, secret: str, resource: dict[str, Any] 
         case "bytes":  # bytesValue: base64 on the wire, which no pattern reads
             attrs["payload"] = _bytes(f"Here it is: {secret}")
             attrs["blobs"] = [_bytes(secret), _bytes(b"\x00\xff" + secret.encode())]  # not UTF-8
+        case "scope":  # the instrumentation scope's name and version are stored with the span
+            s.scope_name, s.scope_version = f"lib {secret}", secret
         case "event_bytes":
             s.events = (SpanEvent("upload", start + 2, {"body": _bytes(f"{{'v': '{secret}'}}")}),)
     return s
@@ -172,8 +175,8 @@ def base64_forms(needle: str) -> set[str]:
     return forms
 
 
-def needles() -> set[str]:
-    found = {n for s in SECRETS for n in s.needles}
+def needles(secrets: Iterable[Secret] = SECRETS) -> set[str]:
+    found = {n for s in secrets for n in s.needles}
     return found | {_escaped(n) for n in found} | {f for n in found if len(n) >= 12 for f in base64_forms(n)}
 
 
@@ -253,6 +256,23 @@ def test_the_search_finds_the_secrets_when_redaction_is_off(
     assert {s.needles[0] for s in SECRETS} - {"monica.reyes"} <= stored  # each as sent
     assert len(found_in_bytes(Path(f"{db}.wal").read_bytes())) >= len(SECRETS)
     assert charge_figures(server) == [expected_charge()]
+
+
+def test_ip_addresses_are_stored_as_sent_when_the_policy_says_off_and_nothing_else_is(
+    make_server: Callable[..., CollectorServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TURNLEDGER_REDACT_IP", "off")
+    redact._configured.cache_clear()
+    try:
+        db = tmp_path / "ips.duckdb"
+        server = make_server(db=db)
+        ingest(server, corpus_request("ab" * 16), "json")
+        stored = set().union(*found_in_columns(server).values())
+        assert {n for s in IP_ADDRESSES for n in s.needles} <= stored  # each address, as sent
+        assert stored <= needles(IP_ADDRESSES)  # and no other kind of secret
+        assert found_in_bytes(Path(f"{db}.wal").read_bytes()) <= needles(IP_ADDRESSES)
+    finally:
+        redact._configured.cache_clear()
 
 
 def test_serve_takes_the_policy_from_its_flag_or_the_environment(
