@@ -656,8 +656,9 @@ DETECTORS: tuple[Detector, ...] = (
         min_digits=1,
         also=(".", ":"),
         find=_find_ip_addresses,
-        sign=rb"%s{1,3}\.%s{1,3}\.%s{1,3}\.%s{1,3}|[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{1,4}"
-        % (_D, _D, _D, _D),
+        # (an address outside the reserved ::/8 starts with a group and a colon, and has another:
+        # 2001:db8:: and fe80::1 alike; one that starts with :: is a v4 one, found by its quad)
+        sign=rb"%s{1,3}\.%s{1,3}\.%s{1,3}\.%s{1,3}|[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{0,4}:" % (_D, _D, _D, _D),
     ),
     # A candidate starts where no word, '+', '-', '%' or a '.' but a word's precedes, with 9 numberish characters at least.
     Detector(

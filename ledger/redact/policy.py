@@ -106,7 +106,7 @@ def _not_held(text: str, m: re.Match[str], value: str, is_secret: Callable[[str]
         or _DOTTED_NUMBER.fullmatch(inner)
         or text.startswith("(", end)
         or inner.startswith((",", ")"))  # what lies between two strings of code: '...:", sep="'
-        or (_NAME.fullmatch(inner) is not None and is_secret(inner))
+        or (_NAME.fullmatch(inner) is not None and not inner[-1].isdigit() and is_secret(inner))
     ):
         return True
     if value[0] in "\"'":

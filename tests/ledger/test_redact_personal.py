@@ -84,6 +84,7 @@ def test_an_ip_address_is_replaced_wherever_it_is_written():
         "via [REDACTED:ip_address], release to [REDACTED:ip_address]"
     )
     assert policy.text("[2001:db8::7]:443") == "[[REDACTED:ip_address]]:443"
+    assert policy.text("net 2001:db8:: end") == "net [REDACTED:ip_address] end"  # the pre-check's sign sees it too
     assert policy.text("peer ::ffff:10.1.2.3") == "peer [REDACTED:ip_address]"  # a v4 client, as dual-stack logs it
 
 
@@ -124,6 +125,7 @@ def test_code_that_names_a_secret_without_holding_one_is_kept(code):
         ("password = Tr0ub4dor3x", "Tr0ub4dor3x"), ("token = aB3dE5gH7jK9", "aB3dE5gH7jK9"),
         ("password=hunter2", "hunter2"), ("api_key: s3cr3tValue", "s3cr3tValue"), ('password = "hunter22"', "hunter22"),
         ("(password=Tr0ub4dor)", "Tr0ub4dor"), ("token=abcd&next=1", "abcd"), ("pin: 1234", "1234"),
+        ("password=Password123", "Password123"), ("secret: 'MySecret2024'", "MySecret2024"),
     ],
 )  # fmt: skip
 def test_a_secret_written_like_code_is_still_one(text, secret):
