@@ -253,11 +253,17 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
         since = since_ns if earliest_run is None else min(since_ns, earliest_run)
     # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
     bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
-    for statement in loops.rebuild_detected_sql():  # the loops seen in the spans, before the runs count them
-        con.execute(statement.replace("$since", bound))
+    # One small query first says which of the statements before the rebuild can change anything:
+    # planning each costs a commit milliseconds, and most commits need neither.
+    loops_may_change, holds_foreign_copy = con.execute(
+        f"SELECT {loops.REBUILD_NEEDED}, EXISTS ({_FOREIGN_HOLDERS})".replace("$since", bound)
+    ).fetchone() or (True, True)
+    if loops_may_change:  # the loops seen in the spans, before the runs count them
+        for statement in loops.rebuild_detected_sql():
+            con.execute(statement.replace("$since", bound))
     if on_lake:  # what INSERT OR REPLACE does by the key
         con.execute("DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)")
-    else:  # a trace that stopped being a run (its call's charge moved to another trace's copy)
+    elif holds_foreign_copy:  # a trace that stopped being a run (its call's charge moved to another trace's copy)
         con.execute(_NOT_RUNS.replace("$since", bound))
     con.execute(sql.replace("$since", bound))
 
