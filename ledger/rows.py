@@ -81,11 +81,11 @@ def _utf8(text: str) -> bool:
 
 # --- which attributes are stored or moved to the content store --------------------------------
 # Identifiers the ledger joins on, issued by a provider (a response's id, a tool call's id) or by an
-# instrumentation (a call's id shared by its attempts), never written by a person or a model: stored
-# as sent, unscanned, when they are short strings. Scanning them found nothing and cost most of the
-# redaction of a span: each id is new, so no cache helps, and ~60% of hex ids carry what the
-# detectors' pre-check reads as an IBAN or NI-number candidate (17 µs of detectors each, measured on
-# the benchmark's agent spans). A marker in one would also make distinct billed calls one.
+# instrumentation (a call's id shared by its attempts), never written by a person or a model: when
+# short strings, searched for secrets only (an API key sent as an id is still a key), not for personal
+# data. The full scan cost most of a span's redaction: each id is new, so no cache helps, and ~60% of
+# hex ids carry what the detectors' pre-check reads as an IBAN or NI-number candidate (17 µs of
+# detectors each, on the benchmark's agent spans); and a marker in one made distinct calls one charge.
 IDENTIFIER_KEYS = frozenset({c.RESPONSE_ID, c.TOOL_CALL_ID, c.CALL_ID})
 _IDENTIFIER_CHARS = 128  # longer is no identifier: scanned as any text is
 
@@ -280,10 +280,10 @@ class _RowBuilder:
         p = self.policy
         if p is None:
             return s
-        unscanned = plan.moved
+        ids: tuple[str, ...] = ()
         if plan.identifiers:
             attributes = s.attributes
-            unscanned += tuple(
+            ids = tuple(
                 key for key in plan.identifiers
                 if type(value := attributes[key]) is str and len(value) <= _IDENTIFIER_CHARS
             )  # fmt: skip
@@ -293,7 +293,10 @@ class _RowBuilder:
             p.text(s.scope_name),
             p.text(s.scope_version),
         )
-        attrs = p.attributes(s.attributes, unscanned)
+        attrs = p.attributes(s.attributes, plan.moved + ids)
+        for key in ids:  # searched for secrets only (ledger.redact.Redactor.identifier)
+            if (kept := p.identifier(value := s.attributes[key])) is not value:
+                attrs = {**attrs, key: kept} if attrs is s.attributes else attrs | {key: kept}
         events = tuple(map(self._redacted_event, s.events)) if s.events else s.events
         links = tuple(map(self._redacted_link, s.links)) if s.links else s.links
         resource = self._redacted_resources.get(id(s.resource))

@@ -1,4 +1,4 @@
-"""Identifiers the ledger joins on are stored as sent; every other string is still redacted.
+"""Identifiers the ledger joins on are stored as sent unless they hold a secret; every other string is redacted.
 
 A response id, a tool call id and a call id are issued by a provider or an instrumentation, and the
 ledger joins on them (one charge per billed call is decided by the response id). Scanning them cost
@@ -63,3 +63,13 @@ def test_what_is_no_short_string_under_an_identifier_key_is_scanned_as_any_value
     ingest(con, [_chat("a", "1", long_id), _chat("b", "2", [IDS[1]])])
     assert _stored(con, "1")[c.RESPONSE_ID].startswith("msg_[REDACTED:iban]")
     assert _stored(con, "2")[c.RESPONSE_ID] == ["msg_[REDACTED:iban]"]
+
+
+def test_a_secret_sent_as_an_identifier_is_still_redacted():
+    """Ids skip the personal-data detectors only: an API key under an id key is a key."""
+    con = open_ledger(":memory:")
+    key = "sk-ant-api03-" + "Zq7" * 30 + "AA"
+    ingest(con, [_chat("a", "1", key, **{c.TOOL_CALL_ID: f"toolu {key}"})])
+    stored = _stored(con, "1")
+    assert key not in json.dumps(stored)
+    assert stored[c.RESPONSE_ID] == "[REDACTED:key]" and stored[c.TOOL_CALL_ID] == "toolu [REDACTED:key]"
