@@ -63,6 +63,8 @@ class Config:
     classic_stream: bool = False  # message_delta with the output count only (the API's older shape)
     runs: tuple[tuple[int, int], ...] = RUNS  # (model calls, tool calls) of each run, in order
     flagged: str | None = None  # upstream loses data: the ledger must flag each charge it cannot get right
+    # The source traces no model call at all: report must name its runs (runs_without_model_calls)
+    no_model_calls: str | None = None
     xfail: str | None = None  # the ledger is wrong today (#43): what is wrong, and where upstream
 
     @property
@@ -126,7 +128,8 @@ def _ledger(db: Path) -> dict[str, Any]:
         ).fetchall()
         runs = tuple(con.execute("SELECT model_calls, tool_calls FROM runs ORDER BY started_at").fetchall())
         report = build_report(con.cursor())
-    return {"charges": charges, "runs": runs, "total_usd": Decimal(str(report["total_usd"]))}
+    return {"charges": charges, "runs": runs, "total_usd": Decimal(str(report["total_usd"])),
+            "blind_runs": sum(r["runs"] for r in report["runs_without_model_calls"])}  # fmt: skip
 
 
 def _record(config: Config, outcome: dict[str, Any]) -> None:
@@ -136,7 +139,7 @@ def _record(config: Config, outcome: dict[str, Any]) -> None:
     row = {
         "framework": f.name, "version": f.version, "pins": f.pins, "setup": f.setup, "configuration": config.name,
         "env": config.env, "ttl": config.ttl, "classic_stream": config.classic_stream,
-        "flagged": config.flagged, "xfail": config.xfail,
+        "flagged": config.flagged, "no_model_calls": config.no_model_calls, "xfail": config.xfail,
         "install_s": json.loads(marker.read_text())["install_s"], **outcome,
     }  # fmt: skip
     (RESULTS / f"{config.id}.json").write_text(json.dumps(row, indent=1, default=str))
@@ -180,6 +183,9 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
         "exchanges": [(e.path, e.status, e.body.get("stream", False), len(e.body.get("messages", []))) for e in exchanges],
     })  # fmt: skip
     assert seen["runs"] == config.runs
+    if config.no_model_calls:  # nothing to charge: every run that called a tool is named, none is a $0 run
+        assert charges == [] and seen["blind_runs"] == sum(1 for _, tools in config.runs if tools)
+        return
     if config.flagged:  # one charge per billed call, each one it cannot get right flagged
         assert len(charges) == len(want)
         assert wrong and all(c[6] for c in wrong), wrong

@@ -58,6 +58,8 @@ def _verdict(config: Config, result: dict[str, Any] | None) -> str:
         return "**exact**, though its test still expects it wrong: update its xfail"
     if config.xfail:
         return f"not supported: {config.xfail.removeprefix('#43: ')}"
+    if config.no_model_calls:
+        return f"flagged: no model calls reported by this source ({config.no_model_calls}); `report` names its runs"
     if config.flagged:
         truth, ledger = Decimal(result["truth_usd"]), Decimal(result["ledger_usd"])
         off = (ledger - truth) / truth * 100

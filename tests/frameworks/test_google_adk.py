@@ -29,14 +29,7 @@ GOOGLE_ADK = Framework(
     ),
 )
 CONFIGS = (
-    Config(
-        GOOGLE_ADK,
-        "native",
-        xfail="#43 item 1: every token term exact but $0 for $0.038381, each charge unpriced: ADK sets "
-        "gen_ai.request.model to LiteLLM's routing name anthropic/claude-sonnet-4-6 "
-        "(google/adk/telemetry/tracing.py:753) beside gen_ai.provider.name=anthropic, and the ledger does not "
-        "resolve the routing form",
-    ),
+    Config(GOOGLE_ADK, "native"),  # anthropic/claude-sonnet-4-6 resolves (ledger.model_names)
 )
 
 
