@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT))
 import ledger.ingest as li  # noqa: E402
 import ledger.runs as lruns  # noqa: E402
 import ledger.write as lw  # noqa: E402
-from benchmarks._common import commit, footer, header  # noqa: E402
+from benchmarks._common import commit, footer, header, wait_healthy  # noqa: E402
 from benchmarks.agent_workload import encode_protobuf, small_requests, workload  # noqa: E402
 from benchmarks.exporters import export_grpc, export_http, serves_grpc  # noqa: E402
 from collector.cli.serve import DEFAULT_DECODE_WORKERS  # noqa: E402
@@ -280,17 +280,7 @@ def end_to_end(
         env={**os.environ, "TURNLEDGER_TOKEN": "", "PYTHONPATH": str(tree)},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("collector did not start") from None
-                time.sleep(0.1)
+        wait_healthy(port, server)
         small_bodies, small_runs = _small_bodies() if small else ([], 0)
         first_small = (
             _post_small(http.client.HTTPConnection("127.0.0.1", port, timeout=60), small_bodies[0]) if small else 0.0
