@@ -3,9 +3,9 @@
 That work (``collector.otlp`` + ``ledger.ingest.prepare``) is pure Python and
 holds the GIL; in the server's own process it competes with the DuckDB writer
 thread, which needs the GIL between statements. Worker processes take it out
-of that process: a body goes in (bytes, still compressed: the worker inflates
-it), a ``PreparedBatch`` comes back (its Arrow tables pickle as IPC buffers), and
-the writer's process is left with socket I/O and commits.
+of that process: a body goes in (bytes), a ``PreparedBatch`` comes back (its
+Arrow tables pickle as IPC buffers), and the writer's process is left with
+socket I/O and commits.
 
 With ``workers=0`` the work stays on the request's thread (tests, tiny setups).
 """
@@ -28,7 +28,6 @@ from ledger.errors import Unavailable
 from ledger.pricing import PriceBook
 from ledger.rows import PreparedBatch
 
-from .defaults import DEFAULT_MAX_DECODED_BYTES
 from .signals import TRACES, prepare_signal
 
 __all__ = ["DecodePool", "DecoderUnavailable"]
@@ -77,13 +76,10 @@ def _warm_up() -> None:
     time.sleep(0.05)  # long enough that each warm-up lands on a worker of its own
 
 
-def _decode_and_prepare(body: bytes, kind: str, signal: str, encoding: str | None, limit: int) -> PreparedBatch:
+def _decode_and_prepare(body: bytes, kind: str, signal: str) -> PreparedBatch:
     # Arrow here, not in the server: the conversion's work stays in the worker, and
     # Arrow buffers cross the process boundary cheaper than tuples of Python objects.
-    batch = prepare_signal(
-        body, kind, signal, _prices, redact_content=_redact, encoding=encoding, max_decoded_bytes=limit
-    )
-    return batch.to_arrow()
+    return prepare_signal(body, kind, signal, _prices, redact_content=_redact).to_arrow()
 
 
 class DecodePool:
@@ -113,27 +109,15 @@ class DecodePool:
             pool.submit(_warm_up)
         return pool
 
-    def prepare(
-        self,
-        body: bytes,
-        kind: str,
-        signal: str = TRACES,
-        *,
-        encoding: str | None = None,
-        max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES,
-    ) -> PreparedBatch:
-        """Rows of an OTLP body of ``signal``, as received (inflated by the worker when ``encoding`` is set: the
-        compressed bytes cross the pipe). Raises MalformedInput (bad body, BodyTooLarge...) or DecoderUnavailable."""
+    def prepare(self, body: bytes, kind: str, signal: str = TRACES) -> PreparedBatch:
+        """Rows of an OTLP body of ``signal``. Raises MalformedInput (bad body) or DecoderUnavailable."""
         if self._pool is None:
-            return prepare_signal(
-                body, kind, signal, self.prices, redact_content=self.redact_content,
-                encoding=encoding, max_decoded_bytes=max_decoded_bytes,
-            )  # fmt: skip
+            return prepare_signal(body, kind, signal, self.prices, redact_content=self.redact_content)
         if self._closed:
             raise DecoderUnavailable("the collector is shutting down; retry the export")
         pool = self._pool
         try:
-            return pool.submit(_decode_and_prepare, body, kind, signal, encoding, max_decoded_bytes).result()
+            return pool.submit(_decode_and_prepare, body, kind, signal).result()
         except BrokenProcessPool:
             with self._restart:
                 if self._pool is pool and not self._closed:  # the first request to see it starts a fresh pool

@@ -26,7 +26,7 @@ from ledger.errors import MalformedInput
 
 from . import budget_routes, quality_routes
 from .decode_pool import DecoderUnavailable
-from .otlp_http import JSON, BodyTooLarge, UnsupportedEncoding, export_response, status_body
+from .otlp_http import JSON, BodyTooLarge, UnsupportedEncoding, decompress, export_response, status_body
 from .readers import ReaderBusy
 from .signals import SIGNALS, TRACES
 from .writer import QueueFull, RequestRejected, Ticket, WriterUnavailable
@@ -147,7 +147,9 @@ def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None, sign
     """
     cfg = c.config
     try:
-        batch = c.decoder.prepare(raw, kind, signal, encoding=encoding, max_decoded_bytes=cfg.max_decoded_bytes)
+        body = decompress(raw, encoding, cfg.max_decoded_bytes)
+        batch = c.decoder.prepare(body, kind, signal)
+        del body
     except (BodyTooLarge, RequestTooLarge) as exc:
         return otlp_error(kind, 413, str(exc))
     except UnsupportedEncoding as exc:

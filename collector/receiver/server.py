@@ -34,7 +34,7 @@ from ledger.store import open_ledger
 
 from .app import ReceiverHTTPServer
 from .decode_pool import DecodePool
-from .defaults import DEFAULT_HOST, DEFAULT_MAX_DECODED_BYTES, DEFAULT_PORT, MiB
+from .defaults import DEFAULT_HOST, DEFAULT_PORT, MiB
 from .readers import ReaderPool
 from .writer import IngestHook, LedgerWriter
 
@@ -60,7 +60,7 @@ class ServerConfig:
     # No token on a non-loopback host: refused at start unless this is set (`serve --insecure-no-auth`).
     insecure_no_auth: bool = False
     max_body_bytes: int = 16 * MiB  # on the wire; larger → 413
-    max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES  # after gzip/deflate; larger → 413
+    max_decoded_bytes: int = 64 * MiB  # after gzip/deflate; larger → 413
     max_queued_spans: int = 200_000  # decoded, not yet committed; more → 429
     max_batch_spans: int = 25_000  # coalesced into one ingest call (one transaction)
     max_concurrent_decodes: int = 4  # complete request bodies being decoded at once

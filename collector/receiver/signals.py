@@ -31,8 +31,7 @@ from ledger.pricing import PriceBook
 from ledger.redact import default_policy
 from ledger.rows import PreparedBatch, judgment_batch, prepare
 
-from .defaults import DEFAULT_MAX_DECODED_BYTES
-from .otlp_http import PROTOBUF, decode_body, decompress
+from .otlp_http import PROTOBUF, decode_body
 
 __all__ = ["BY_PATH", "LOGS", "METRICS", "SIGNALS", "TRACES", "Signal", "prepare_signal"]
 
@@ -73,29 +72,14 @@ BY_PATH = {s.path: s for s in SIGNALS.values()}
 
 
 def prepare_signal(
-    body: bytes,
-    kind: str,
-    signal: str,
-    prices: PriceBook | None,
-    *,
-    redact_content: bool,
-    encoding: str | None = None,
-    max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES,
+    body: bytes, kind: str, signal: str, prices: PriceBook | None, *, redact_content: bool
 ) -> PreparedBatch:
-    """The rows of one OTLP body of ``signal``; raises MalformedInput (or RequestTooLarge, BodyTooLarge,
-    UnsupportedEncoding) for a bad body. ``body`` is as received: with ``encoding`` it is inflated here,
-    to at most ``max_decoded_bytes``, so a decode worker is sent the compressed bytes (a gzip body of 60 MiB
-    inflated crossed the pipe at 8 MiB, not 60), and the inflated copy is dropped once parsed."""
-    if encoding is not None:
-        body = decompress(body, encoding, max_decoded_bytes)
+    """The rows of one OTLP body of ``signal``; raises MalformedInput (or RequestTooLarge) for a bad body."""
     if signal == TRACES:
-        records = decode_body(body, kind)
-        del body  # the inflated bytes: held by nothing while the rows are built
-        return prepare(records, prices, redact_content=redact_content)
+        return prepare(decode_body(body, kind), prices, redact_content=redact_content)
     if signal == LOGS:
         policy = default_policy() if redact_content else None
         events = decode_logs_protobuf(body) if kind == PROTOBUF else decode_logs_json(body)
-        del body
         logged = spans_of(events, policy if policy is not None and policy.enabled else None)
         batch = prepare(logged.spans, prices, redact_content=redact_content)
         if logged.judgments:  # committed with the spans, as a judgment a span event carries is
@@ -109,5 +93,4 @@ def prepare_signal(
             batch.flagged.append(f"{logged.unread} log record(s) not stored: no event turnledger reads")
         return batch
     points = decode_metrics_protobuf(body) if kind == PROTOBUF else decode_metrics_json(body)
-    del body
     return prepare_points(points, redact_content=redact_content)
