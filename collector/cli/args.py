@@ -87,10 +87,23 @@ def reading(a: argparse.Namespace) -> Iterator[Source]:
         con.close()
 
 
+TIME_HELP = "(ISO time, UTC; or relative: 24h, 7d, '3 days ago', today, yesterday)"
+
+
+def time_arg(raw: str) -> datetime:
+    """``--since``/``--until``: the one reading of a user's time (``ledger.queries.parse_time``)."""
+    from ledger.queries import parse_time
+
+    try:
+        return parse_time(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{raw!r}: {exc}") from None
+
+
 def add_filters(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("filters")
-    g.add_argument("--since", type=datetime.fromisoformat, help="runs started at or after (ISO time, UTC)")
-    g.add_argument("--until", type=datetime.fromisoformat, help="runs started before (ISO time, UTC)")
+    g.add_argument("--since", type=time_arg, help=f"runs started at or after {TIME_HELP}")
+    g.add_argument("--until", type=time_arg, help=f"runs started before {TIME_HELP}")
     for option in FILTER_OPTIONS:
         g.add_argument(f"--{option}", help=f"only runs with this {option.replace('-', ' ')}")
 

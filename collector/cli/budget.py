@@ -14,12 +14,11 @@ that says so. Both paths print the same documents (:mod:`ledger.budgets.service`
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 
 from ledger.budgets.relative import RELATIVE_METRICS, RELATIVE_TO, TEMPLATES
 from ledger.budgets.rules import METRICS, WINDOWS
 
-from .args import add_source
+from .args import TIME_HELP, add_source, time_arg
 
 __all__ = ["add_alerts", "add_budget", "cmd_alerts", "cmd_budget"]
 
@@ -155,7 +154,7 @@ def add_alerts(p: argparse.ArgumentParser) -> None:
     """List alert events and their deliveries."""
     p.add_argument("--budget", default=None, metavar="NAME_OR_ID", help="only this rule's alerts")
     p.add_argument("--level", default=None, choices=("ok", "warn", "exceeded"))
-    p.add_argument("--since", type=datetime.fromisoformat, default=None, help="fired at or after (ISO time, UTC)")
+    p.add_argument("--since", type=time_arg, default=None, help=f"fired at or after {TIME_HELP}")
     p.add_argument("--limit", type=int, default=50, help="newest N (default 50)")
     p.add_argument("--deliveries", action="store_true", help="list every delivery attempt under each alert")
     _json_flag(p)

@@ -20,9 +20,10 @@ Definitions used throughout:
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -83,8 +84,9 @@ class UnknownQuery(NotFound, LookupError):
 
 
 TIME_FORMAT = (
-    "give an ISO 8601 time from 0001-01-01 to 9999-12-31: a date, or a date and time, "
-    "naive (UTC) or with Z or an offset such as +05:30"
+    "give an ISO 8601 time from 0001-01-01 to 9999-12-31 (a date, or a date and time, naive (UTC) or with Z "
+    "or an offset such as +05:30), or a time relative to now: 24h, 7d, 90m, 2w, '3 days ago', now-24h, "
+    "now, today or yesterday (UTC midnight)"
 )
 # The range a bound may take against TIMESTAMP_NS, the type of every run, span and point time: DuckDB
 # refuses to compare one with a time outside it ("Could not convert Timestamp(US) to Timestamp(NS)", a 500
@@ -94,14 +96,45 @@ FIRST_BOUND = datetime(1677, 9, 22)  # DuckDB converts no earlier microsecond ti
 LAST_BOUND = datetime(2262, 4, 11, 23, 47, 16, 854775)  # the last microsecond of an int64 of nanoseconds
 
 
-def parse_time(raw: str) -> datetime:
-    """An ISO 8601 time as the ledger stores it: naive UTC (an offset, or ``Z``, is converted).
-    Every time a user gives is read here; a ``ValueError`` says what is wrong and the range."""
+# A time relative to now, Grafana's and the shell's ways: "24h", "7 days ago", "now-90m". A strict
+# grammar on purpose: a free-text date parser would read a typo such as "5" or "Mon" as some date and
+# answer with the wrong window instead of naming the mistake.
+_UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+_UNIT_WORDS = {"second": "s", "minute": "m", "hour": "h", "day": "d", "week": "w"}
+_RELATIVE = re.compile(
+    r"(?:now\s*-\s*)?(?P<n>\d{1,7})\s*(?P<unit>s|min|m|h|d|w|(?:second|minute|hour|day|week)s?)(?:\s+ago)?",
+    re.IGNORECASE,
+)
+_DAYS_BACK = {"today": 0, "yesterday": 1}
+
+
+def parse_time(raw: str, *, now: datetime | None = None) -> datetime:
+    """A time a user gives, as the ledger stores it: naive UTC (an offset, or ``Z``, is converted).
+
+    ISO 8601, or relative to ``now`` (default: the current UTC time): ``24h``, ``3 days ago``,
+    ``now-90m``, ``now``, ``today``, ``yesterday`` (the last two at UTC midnight). Every time a
+    user gives is read here; a ``ValueError`` says what is wrong and what is accepted.
+    """
+    text = raw.strip()
     try:
-        when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00").replace(" ", "T", 1))
+        return _naive_utc(datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T", 1)))
     except ValueError as exc:
-        raise ValueError(f"{exc}; {TIME_FORMAT}") from None
-    return _naive_utc(when)
+        iso_error = exc
+    current = now if now is not None else datetime.now(UTC).replace(tzinfo=None)
+    word = text.lower()
+    if word == "now":
+        return current
+    if word in _DAYS_BACK:
+        return datetime.combine(current.date(), datetime.min.time()) - timedelta(days=_DAYS_BACK[word])
+    match = _RELATIVE.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{iso_error}; {TIME_FORMAT}") from None
+    unit = match["unit"].lower().rstrip("s") or "s"
+    seconds = int(match["n"]) * _UNITS[_UNIT_WORDS.get(unit, unit)]
+    try:
+        return current - timedelta(seconds=seconds)
+    except OverflowError:  # further back than the calendar: its first instant, as an ISO time would clamp
+        return datetime.min
 
 
 def _naive_utc(when: datetime) -> datetime:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import re
 import urllib.parse
 from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta, timezone
@@ -174,10 +175,29 @@ def instants(draw: st.DrawFn) -> tuple[str, datetime]:
 
 
 NOT_INSTANTS = st.one_of(
-    st.sampled_from(["9999-12-31T24:00:00", "10000-01-01", "0000-12-31", "2026-13-45", "2026-02-30", "-1", "now"]),
+    st.sampled_from(["9999-12-31T24:00:00", "10000-01-01", "0000-12-31", "2026-13-45", "2026-02-30", "-1", "now+1h"]),
     st.sampled_from(["1e20", "2026-12-07T10:00+24:00", "infinity", "-infinity", "9999-12-31T23:59:60", "\x00"]),
-    st.text(min_size=1, max_size=30).filter(lambda t: not _is_instant(t)),  # "" means "not set"
+    st.sampled_from(["5", "Mon", "24", "1y", "-24h", "now-", "24 h ago ago", "tomorrow", "1e3d"]),  # near-relative
+    # "" means "not set"; a digit or a day word may make a relative time ("24h", "today"): drawn above
+    st.text(min_size=1, max_size=30).filter(lambda t: not _is_instant(t) and not re.search(r"\d|now|day", t, re.I)),
 )
+
+
+@st.composite
+def relative_instants(draw: st.DrawFn) -> tuple[str, datetime]:
+    """(a time relative to now as a user writes it, the instant it means now): whole days back, so the
+    server's clock a second later means the same runs (none starts within seconds of a day's turn)."""
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    word = draw(st.sampled_from(["today", "yesterday", "days"]))
+    if word != "days":
+        return word, today - timedelta(days=word == "yesterday")
+    days = draw(st.integers(0, 20_000) | st.sampled_from([1, 7, 30, 80, 365, 2_000_000]))
+    forms = [f"{days}d", f"{days} days ago", f"now-{days}d", f"{days}D"] + [f"{days * 24}h"] * (days * 24 < 10**7)
+    text = draw(st.sampled_from(forms))
+    try:
+        return text, datetime.now(UTC) - timedelta(days=days)
+    except OverflowError:
+        return text, datetime.min.replace(tzinfo=UTC)
 
 
 def _is_instant(text: str) -> bool:
@@ -237,6 +257,18 @@ def test_every_time_parameter_across_the_calendar_is_an_exact_answer_or_a_400_na
         assert status == 400, bad
         seen[("refused", status)] += 2
 
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(name=st.sampled_from(TIMED), since=relative_instants(), until=st.none() | relative_instants())
+    def relative(name, since, until):
+        params = {"since": since[0], **({"until": until[0]} if until else {})}
+        status, _ = _get(timed_server, f"/api/query/{name}", {**params, "format": "json"})
+        assert status == 200, (name, params)
+        _, bounds = _get(timed_server, "/api/query/time_bounds", {**params, "format": "json"})
+        window = (since[1], until[1] if until else None)
+        assert bounds[0]["runs"] == sum(_inside(at, *window) for at in RUN_STARTS), (params, bounds)
+        seen[("relative", status)] += 1
+
+    relative()
     refused()
     print(dict(seen))  # with -s: how many requests of each kind answered what
     assert seen["crossed", 0] and seen["uncrossed", 0]
