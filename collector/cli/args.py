@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -116,3 +117,21 @@ def filters_of(a: argparse.Namespace, source: Source | None = None) -> Filters:
     if source is not None and any(getattr(f, field) is not None for field in FILTER_OPTIONS.values()):
         q.check_filters(f, source.records(q.filter_options))
     return f
+
+
+def require_free_port(host: str, port: int, what: str, option: str) -> None:
+    """Refuse at once, before a ledger file or a process exists, when a port a command needs is taken."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: a TIME_WAIT port is free
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            from ledger.errors import TurnledgerError
+
+            raise TurnledgerError(
+                f"cannot listen on {host}:{port} for the {what}: {exc.strerror or exc}. "
+                f"Is another turnledger running? Choose another {option}."
+            ) from None

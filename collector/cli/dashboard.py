@@ -20,7 +20,7 @@ from ledger.errors import TurnledgerError
 from ledger.exposure import dashboard_login, oidc_configured
 from ledger.settings import dashboard_password, db_path, server_url
 
-from .args import add_db
+from .args import add_db, require_free_port
 
 __all__ = [
     "DEFAULT_DASHBOARD_PORT",
@@ -102,6 +102,14 @@ def add_browser_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_ledger(db: str) -> None:
+    """Open the ledger as the app will, once, so a file that is no ledger (or one a collector holds)
+    is one line here rather than an error page in the browser after "dashboard on ..." was printed."""
+    from ledger.store import open_ledger
+
+    open_ledger(lake.resolved(Path(db)), read_only=True).close()
+
+
 def cmd_dashboard(a: argparse.Namespace) -> int:
     server = a.server or server_url()
     db = a.db or db_path()
@@ -110,6 +118,9 @@ def cmd_dashboard(a: argparse.Namespace) -> int:
             f"no ledger at {str(db)!r}: run `turnledger ingest sample_traces/ --db {db}` or start "
             "`turnledger serve` and send spans first"
         )
+    require_free_port(a.address, a.port, "dashboard", "--port")
+    if not server:
+        _check_ledger(str(db))
     proc = start_dashboard(
         server=server, db=Path(db), port=a.port, address=a.address, headless=a.headless, usage_stats=a.usage_stats
     )

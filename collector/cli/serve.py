@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,7 +31,7 @@ from ledger.exposure import (
 )
 from ledger.settings import ALLOW_PRIVATE_WEBHOOKS, dashboard_password, db_path, prices_file, redaction_settings, token
 
-from .args import add_data_path
+from .args import add_data_path, require_free_port
 from .dashboard import DEFAULT_DASHBOARD_PORT, add_browser_flags, start_dashboard, stop_process
 from .ingest import expand_paths
 
@@ -273,22 +272,6 @@ def _start(config: ServerConfig, sweep_interval: float, webhooks: TargetPolicy) 
     return server
 
 
-def _require_free(host: str, port: int, what: str, option: str) -> None:
-    """Refuse at once, before a ledger file or a process exists, when a port ``up`` needs is taken."""
-    if port == 0:
-        return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: a TIME_WAIT port is free
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise TurnledgerError(
-                f"cannot listen on {host}:{port} for the {what}: {exc.strerror or exc}. "
-                f"Is another turnledger running? Choose another {option}."
-            ) from None
-
-
 def _reach(address: str) -> str:
     """A host a browser on this machine can open for a listening address."""
     if is_loopback(address) or address in ("0.0.0.0", "::", ""):
@@ -318,6 +301,9 @@ def cmd_serve(a: argparse.Namespace) -> int:
     from ledger import lake
     from ledger.lake.maintain import start_maintenance
 
+    require_free_port(config.host, config.port, "collector", "--port")  # before the ledger file exists
+    if config.grpc_port is not None:
+        require_free_port(config.host, config.grpc_port, "OTLP/gRPC receiver", "--grpc-port (or --no-grpc)")
     server = _start(config, a.sweep_interval, webhook_policy(a, local_default=False)).start()
     maintenance = start_maintenance(server.con, a.maintain_every)
     print(f"turnledger collector listening on {server.url} (ledger {lake.shown(str(server.db_path))})", flush=True)
@@ -367,12 +353,12 @@ def load_samples_if_empty(server: CollectorServer, folder: Path) -> int:
 def cmd_up(a: argparse.Namespace) -> int:
     config = _config(a)
     # Everything that can refuse is checked before anything starts: no ledger file, no half-started pair.
-    _require_free(config.host, config.port, "collector", "--port")
+    require_free_port(config.host, config.port, "collector", "--port")
     if config.grpc_port is not None:
-        _require_free(config.host, config.grpc_port, "OTLP/gRPC receiver", "--grpc-port (or --no-grpc)")
+        require_free_port(config.host, config.grpc_port, "OTLP/gRPC receiver", "--grpc-port (or --no-grpc)")
     if not a.no_dashboard:
         dashboard_login(a.dashboard_address, password=dashboard_password(), oidc=oidc_configured())
-        _require_free(a.dashboard_address, a.dashboard_port, "dashboard", "--dashboard-port (or --no-dashboard)")
+        require_free_port(a.dashboard_address, a.dashboard_port, "dashboard", "--dashboard-port (or --no-dashboard)")
     from ledger import lake
     from ledger.lake.maintain import start_maintenance
 

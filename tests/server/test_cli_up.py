@@ -110,3 +110,25 @@ def test_up_refuses_a_busy_port_before_it_starts_anything(tmp_path, capsys):
             out = capsys.readouterr()
             assert f"cannot listen on 127.0.0.1:{busy}" in out.err and "turnledger is up" not in out.out
             assert not db.exists() and not db.with_name(db.name + ".wal").exists()
+
+
+def test_serve_and_dashboard_refuse_a_busy_port_or_a_file_that_is_no_ledger_before_starting(tmp_path, capsys):
+    """#31: `serve` on a taken port left an empty ledger file behind; `dashboard` announced itself on a taken
+    port, or on a file that is no ledger, and failed afterwards in the browser."""
+    ledger = tmp_path / "ledger.duckdb"
+    assert main(["ingest", str(ROOT / "sample_traces"), "--db", str(ledger)]) == 0
+    capsys.readouterr()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = str(taken.getsockname()[1])
+        never = tmp_path / "never.duckdb"
+        assert main(["serve", "--port", busy, "--grpc-port", "0", "--db", str(never)]) == 2
+        assert f"cannot listen on 127.0.0.1:{busy}" in capsys.readouterr().err
+        assert not never.exists() and not never.with_name(never.name + ".wal").exists()
+        assert main(["dashboard", "--port", busy, "--db", str(ledger)]) == 2
+        out = capsys.readouterr()
+        assert f"cannot listen on 127.0.0.1:{busy}" in out.err and "dashboard on" not in out.out
+    assert main(["dashboard", "--port", str(free_port()), "--db", str(ROOT / "pyproject.toml")]) == 2
+    out = capsys.readouterr()
+    assert "pyproject.toml" in out.err and "not a valid DuckDB database" in out.err and "dashboard on" not in out.out
