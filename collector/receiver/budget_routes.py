@@ -157,7 +157,11 @@ def handle(
             return _sweep(req, connect, governor)  # waits for webhooks without holding a cursor
         policy = governor.deliverer.policy if governor is not None else None  # webhooks added = webhooks delivered
         with connect() as cur:
-            return _route(req, cur, clock, policy)
+            status, doc = _route(req, cur, clock, policy)
+            saved = req.method == "POST" and "/" + "/".join(req.parts[:2]) == BUDGETS_PATH  # added or edited
+            if governor is not None and saved and isinstance(doc, dict) and "id" in doc:
+                governor.sweep(cur, rule_id=doc["id"])  # past its limit already: it alerts now, not at the sweep
+            return status, doc
     except UnknownBudget as exc:
         return 404, {"error": str(exc)}
     except BudgetError as exc:

@@ -133,8 +133,9 @@ class Governor:
             log.exception("budget evaluation after ingest failed; ingest is unaffected")
             return []
 
-    def sweep(self, con: duckdb.DuckDBPyConnection) -> list[AlertEvent]:
-        """Re-evaluate every time-windowed rule: calendar rollovers, rolling windows draining."""
+    def sweep(self, con: duckdb.DuckDBPyConnection, rule_id: str | None = None) -> list[AlertEvent]:
+        """Re-evaluate every time-windowed rule (calendar rollovers, rolling windows draining), or only
+        ``rule_id``: a rule just added or edited is judged at once, not at the next sweep."""
         if self._stop.is_set():
             return []
         try:
@@ -146,8 +147,10 @@ class Governor:
                         evaluate(con, rule, now, lookback=self.lookback)
                         for rule in list_rules(con, enabled_only=True)
                         if rule.window != "run"  # a run's figures change only when its spans arrive
+                        and rule_id in (None, rule.id)
                     ]
-                    events = self._observe(con, evaluations, {"sweep": now.isoformat()})
+                    cause = {"sweep": now.isoformat()} if rule_id is None else {"rule_saved": now.isoformat()}
+                    events = self._observe(con, evaluations, cause)
                 self._deliver(events)
                 return events
         except Exception:

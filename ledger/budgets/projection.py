@@ -17,6 +17,7 @@ from .rules import decimal_str
 __all__ = ["Projection", "project"]
 
 _HOUR = Decimal(3600)
+MICRO_USD = Decimal("0.000001")  # a rate's precision in payloads: the ledger's own (a micro-dollar)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,8 @@ class Projection:
 
     def to_dict(self) -> dict[str, str | bool | None]:
         return {
-            "rate_usd_per_hour": decimal_str(self.rate_usd_per_hour),
+            # A quotient: exact to 28 digits, which no reader wants; money in the ledger is to the micro-dollar.
+            "rate_usd_per_hour": decimal_str(self.rate_usd_per_hour.quantize(MICRO_USD)),
             "remaining_usd": decimal_str(self.remaining_usd),
             "runs_out_at": self.runs_out_at.isoformat() if self.runs_out_at else None,
             "within_window": self.within_window,

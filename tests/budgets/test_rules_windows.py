@@ -155,3 +155,9 @@ def test_projection_at_the_current_rate():
     spent = project(Decimal("1.20"), Decimal("1.00"), Decimal("0.2"), timedelta(hours=1), now, end)
     assert spent.remaining_usd == 0 and spent.runs_out_at == now
     assert project(Decimal(0), Decimal(1), Decimal(0), timedelta(0), now, end) is None
+
+
+def test_a_payloads_projected_rate_is_to_the_micro_dollar_not_28_digits():
+    now = datetime(2026, 9, 21, 12, tzinfo=UTC)
+    thirds = project(Decimal("0.50"), Decimal("1.00"), Decimal("1"), timedelta(hours=3), now)
+    assert thirds is not None and thirds.to_dict()["rate_usd_per_hour"] == "0.333333"

@@ -184,3 +184,32 @@ def test_webhook_targets_given_to_the_governor_get_every_alert(tmp_path, receive
         assert "EXCEEDED" in post.body["text"] and "global-daily" in post.body["text"]
     finally:
         server.stop()
+
+
+def test_a_rule_added_or_edited_past_its_limit_alerts_at_once_warn_then_exceeded(tmp_path, receiver):
+    """#31: a rule added in the UI (through the API, as the Budgets page does) waited for the next sweep.
+    No sweep runs here (the governor's sweeper is never started): only saving the rule can alert."""
+    clock = ManualClock(NOON_ISH)
+    server = build_server(ServerConfig(port=0, db=tmp_path / "ledger.duckdb"), governor=Governor(clock=clock)).start()
+    try:
+        client = ServerClient(server.url)
+        assert post_otlp(server.url, otlp_json(spend_spans("1.10", at=clock()))).status == 200
+        assert server.writer.drained(120)
+        hook = receiver.url + "/saved"
+        client.add_budget({"name": "past-already", "scope": "tenant=acme", "limit": "1", "webhooks": [hook]})
+        client.add_budget({"name": "raised", "scope": "tenant=acme", "limit": "5", "webhooks": [hook]})
+        assert sorted(p.body["level"] for p in receiver.wait_for("/saved", 2)) == ["exceeded", "warn"]
+        client.edit_budget("raised", {"limit": "1.05"})  # lowered past its figure: alerts on the edit
+        receiver.wait_for("/saved", 4)
+        alerts = client.alerts(limit=10)  # newest first
+        fired = [(a["budget"], a["level"]) for a in reversed(alerts)]
+        assert fired == [
+            ("past-already", "warn"),
+            ("past-already", "exceeded"),
+            ("raised", "warn"),
+            ("raised", "exceeded"),
+        ]
+        causes = [json.loads(a["figures"]) if isinstance(a["figures"], str) else a["figures"] for a in alerts]
+        assert all(c["cause"].keys() == {"rule_saved"} for c in causes), causes
+    finally:
+        server.stop()
