@@ -28,7 +28,14 @@ def test_feedback_queue_tag_close_and_export_on_the_file(tmp_path, capsys, monke
     assert main(["feedback", trace, "--score", "-1", "--id", "u1", *db_args]) == 0  # the same id: stored once
     assert main(["feedback", "not-a-trace", "--score", "1", *db_args]) == 2
     assert "trace_id" in capsys.readouterr().err
-    assert main(["review", "list", "--json", *db_args]) == 0
+    unseen = "f" * 32  # #31: kept (its spans may come later), with a warning rather than a silent success
+    assert main(["feedback", unseen, "--score", "1", *db_args]) == 0
+    assert f"warning: no run with trace id {unseen}" in capsys.readouterr().err
+    assert main(["review", "add", unseen, *db_args]) == 0
+    assert "warning: no run with trace id" in capsys.readouterr().err
+    assert main(["review", "close", unseen, *db_args]) == 0
+    capsys.readouterr()
+    assert main(["review", "list", "--status", "open", "--json", *db_args]) == 0
     (item,) = json.loads(capsys.readouterr().out)
     assert (item["trace_id"], item["reason"]) == (trace, "negative_feedback")
 
@@ -42,7 +49,9 @@ def test_feedback_queue_tag_close_and_export_on_the_file(tmp_path, capsys, monke
     con = open_ledger(db, read_only=True)
     try:
         last = load_turn(con, trace, case["span_id"])
-        (feedbacks,) = con.execute("SELECT count(*) FROM evaluations WHERE kind = 'feedback'").fetchone()
+        (feedbacks,) = con.execute(
+            "SELECT count(*) FROM evaluations WHERE kind = 'feedback' AND trace_id = ?", [trace]
+        ).fetchone()
         (last_call,) = con.execute(
             "SELECT span_id FROM charges WHERE trace_id = ? ORDER BY start_time DESC LIMIT 1", [trace]
         ).fetchone()

@@ -8,6 +8,7 @@ feedback (a score at or below 0, or a label such as thumbs_down) puts the run in
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .args import add_source
 
@@ -30,7 +31,7 @@ def add_feedback(p: argparse.ArgumentParser) -> None:
 
 def cmd_feedback(a: argparse.Namespace) -> int:
     from collector.client import ServerClient
-    from ledger.quality import feedback_judgment
+    from ledger.quality import feedback_judgment, review
     from ledger.redact import default_policy
     from ledger.rows import judgment_batch
     from ledger.write import write
@@ -42,9 +43,14 @@ def cmd_feedback(a: argparse.Namespace) -> int:
     doc = {key: value for key, value in doc.items() if value is not None}
     with target(a) as where:
         if isinstance(where, ServerClient):
-            print_json(where.feedback(doc))
-            return 0
-        judgment = feedback_judgment(doc, default_policy())
-        write(where, [judgment_batch([judgment])])
-    print_json({"id": judgment.eval_id.removeprefix("feedback:"), "trace_id": judgment.trace_id})
+            answer = where.feedback(doc)
+        else:
+            judgment = feedback_judgment(doc, default_policy())
+            write(where, [judgment_batch([judgment])])
+            answer = {"id": judgment.eval_id.removeprefix("feedback:"), "trace_id": judgment.trace_id}
+            if unseen := review.unseen_run(where, judgment.trace_id):
+                answer["warning"] = unseen
+    print_json(answer)
+    if "warning" in answer:
+        print(f"warning: {answer['warning']}", file=sys.stderr)
     return 0

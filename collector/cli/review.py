@@ -122,4 +122,6 @@ def cmd_review(a: argparse.Namespace) -> int:
         print(_listing(doc))
     else:
         print_json(doc)
+    if isinstance(doc, dict) and "warning" in doc:
+        print(f"warning: {doc['warning']}", file=sys.stderr)
     return 0

@@ -133,10 +133,14 @@ def _feedback(c: CollectorServer, body: bytes) -> dict[str, Any]:
     judgment = feedback_judgment(_body(body), redactor)
     ticket = c.writer.submit_prepared(judgment_batch([judgment]))
     ticket.wait(c.config.ack_timeout_s)
-    return {
+    doc = {
         "id": judgment.eval_id.removeprefix("feedback:"),
         "trace_id": judgment.trace_id,
         "span_id": judgment.span_id,
         "failed": policy().failed(judgment.kind, judgment.name, judgment.score, judgment.label),
         "safety": policy().safety(judgment.name, judgment.tags),
     }
+    with c.readers.connection() as cur:
+        if unseen := review.unseen_run(cur, judgment.trace_id):
+            doc["warning"] = unseen
+    return doc

@@ -25,7 +25,7 @@ from ..redact import Redactor, default_policy
 from ..tables import table
 from . import MAX_NAME_CHARS, MAX_TEXT_CHARS, QualityPolicy, policy
 
-__all__ = ["STATUSES", "add", "close", "enqueue", "item", "items", "tag"]
+__all__ = ["STATUSES", "add", "close", "enqueue", "item", "items", "tag", "unseen_run"]
 
 STATUSES = ("open", "closed")
 
@@ -141,6 +141,21 @@ def _trace(trace_id: str) -> str:
     return text
 
 
+def unseen_run(con: duckdb.DuckDBPyConnection, trace_id: str) -> str:
+    """Why feedback or a review item names no run seen ("" when the run is in the ledger).
+
+    Accepted all the same (feedback may come before the run's spans are exported), but a typo is the
+    likelier case: the runs whose id starts as this one does are named."""
+    trace = trace_id.strip().lower()
+    if con.execute("SELECT 1 FROM runs WHERE trace_id = ?", [trace]).fetchone():
+        return ""
+    near = [r[0] for r in con.execute(
+        "SELECT trace_id FROM runs WHERE starts_with(trace_id, ?) ORDER BY started_at DESC LIMIT 3", [trace[:6]]
+    ).fetchall()]  # fmt: skip
+    hint = f"did you mean {' or '.join(near)}?" if near else "`turnledger runs` lists the runs"
+    return f"no run with trace id {trace} in the ledger yet: kept, it attaches when its spans arrive; {hint}"
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -156,7 +171,10 @@ def add(con: duckdb.DuckDBPyConnection, trace_id: str, *, note: str | None = Non
     else:
         sql = "INSERT INTO review_items (trace_id, reason, entered_at, status, tags, note) VALUES (?, 'manual', ?, 'open', '[]', ?)"
         con.execute(sql, [trace, _now(), text])
-    return item(con, trace)
+    doc = item(con, trace)
+    if unseen := unseen_run(con, trace):
+        doc["warning"] = unseen
+    return doc
 
 
 def _note(note: str | None, redactor: Redactor | None = None) -> str | None:

@@ -131,7 +131,9 @@ def test_a_negative_feedback_queues_the_run_and_review_works_through_the_server(
     client = ServerClient(server.url)
     trace = spans[0].trace_id
     assert client.review_items() == []
-    client.feedback({"trace_id": trace, "score": 0})
+    assert "warning" not in client.feedback({"trace_id": trace, "score": 0})  # a run the ledger has
+    typo = trace[:8] + "0" * 24  # #31: feedback for no run is kept, but says so and names the near run
+    assert f"did you mean {trace}?" in client.feedback({"trace_id": typo, "score": 1})["warning"]
     (item,) = client.review_items()
     assert item["reason"] == "negative_feedback"
     with pytest.raises(InputError, match="tag"):
