@@ -307,4 +307,8 @@ def has_runs(filters: q.Filters) -> bool:
 
 
 def metric(where: Any, label: str, value: str, help: str, **kwargs: Any) -> None:
+    """A headline number with its definition on hover. A ``delta`` is a note under it ("12 of 40
+    attempts"), never a trend: no arrow, unless a page passes one for a figure that compares periods."""
+    if "delta" in kwargs:
+        kwargs.setdefault("delta_arrow", "off")
     where.metric(label, value, help=help, border=True, **kwargs)

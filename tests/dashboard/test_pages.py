@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from streamlit.proto.Metric_pb2 import Metric
 from streamlit.testing.v1 import AppTest
 
 from dashboard.data import CACHE_TTL_S
@@ -682,3 +683,15 @@ def test_budgets_are_managed_through_the_server_the_page_reads_from(sample_db, t
         assert client.budgets() == []
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("page", sorted(p.stem for p in (APP.parent / "views").glob("*.py") if p.stem != "__init__"))
+def test_no_headline_note_reads_as_a_trend(app, sample_db, page):
+    """#31: "↑ 10 runs" under a plain count read as growth. A note under a number has no arrow: none of
+    the dashboard's figures compares with a previous period."""
+    at = app(sample_db, page)
+    notes = [(m.label, m.proto.delta) for m in at.metric if m.proto.delta]
+    arrows = [(m.label, m.proto.delta) for m in at.metric if m.proto.delta and m.proto.direction != Metric.NONE]
+    assert not arrows, arrows
+    if page in ("overview", "health", "guards"):
+        assert notes  # the pages that do carry notes were looked at
