@@ -93,13 +93,17 @@ def _find_run(f: Any) -> str | None:
     return st.selectbox("Run", ids, index=index, format_func=lambda t: labels.get(t, t), key=f"run_pick_{exact}")
 
 
+NOT_REPORTED = "(not reported)"  # a source without a tenant or agent name: never "None"
+
+
 def _header(run: dict[str, Any], calls: int) -> None:
     stop = run.get("stop_cause") or "in progress"
     detail = f" ({run['stop_detail']})" if run.get("stop_detail") else ""
     # Names and causes arrived in spans: plain text only.
     st.text(
-        f"trace {run['trace_id']} · agent {run.get('agent_name')} {run.get('agent_version') or ''} · "
-        f"tenant {run.get('tenant')} · models {run.get('models')} · stopped: {stop}{detail}"
+        f"trace {run['trace_id']} · agent {run.get('agent_name') or NOT_REPORTED} {run.get('agent_version') or ''} · "
+        f"tenant {run.get('tenant') or NOT_REPORTED} · models {run.get('models') or NOT_REPORTED} · "
+        f"stopped: {stop}{detail}"
     )
     c = st.columns(4)
     metric(c[0], "Run cost", usd(run["usd_total"]), "All charges of this run: every price term, every attempt.")

@@ -256,6 +256,28 @@ def test_a_run_below_the_models_cache_minimum_says_so_in_the_table_and_the_compa
     assert not [s for s in at.success if "cacheable" in s.value]
 
 
+def test_a_run_whose_source_reports_no_tenant_says_so_not_none(app, tmp_path):
+    """#31: a run of a source without tenant (most agents) read "tenant None" in the run header."""
+    import dataclasses
+
+    from ledger import conventions as c
+    from ledger.ingest import ingest
+
+    from .scenarios import below_minimum_run
+
+    spans = [
+        dataclasses.replace(s, attributes={k: v for k, v in s.attributes.items() if k != c.TENANT})
+        for s in below_minimum_run()
+    ]
+    db = tmp_path / "no-tenant.duckdb"
+    con = open_ledger(db)
+    ingest(con, spans)
+    con.close()
+    at = app(db, "run_explorer", trace=spans[0].trace_id)
+    (header,) = [t.value for t in at.text if t.value.startswith("trace ")]
+    assert "tenant (not reported)" in header and "None" not in header
+
+
 # --- 2. Long tail ---------------------------------------------------------------------------------
 def test_long_tail_lists_the_expensive_runs_with_reasons(app, sample_db, rows):
     at = app(sample_db, "long_tail")
