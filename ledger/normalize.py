@@ -65,7 +65,10 @@ from .terms import split_cache_writes
 
 __all__ = [
     "INCOMPLETE_TERMS",
+    "INFERRED",
+    "REPORTED",
     "SCOPE_CONVENTIONS",
+    "UNKNOWN",
     "ModelCall",
     "ScopeConvention",
     "input_includes_cache",
@@ -81,6 +84,11 @@ INCOMPLETE_TERMS = -1
 MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 INCLUDES_CACHE = "includes_cache"
 EXCLUDES_CACHE = "excludes_cache"
+# How a charge's usage was known, term by term (kept on the charge; "unknown" is flagged with its
+# largest possible error in USD, never priced as if known):
+REPORTED = "reported"  # the source gave it
+INFERRED = "inferred"  # derived by a documented rule: cache writes without a TTL split are 5-minute ones
+UNKNOWN = "unknown"  # the source gave no cache terms at all for a prompt that may have used the cache
 
 
 # --- per-instrumentation input-token conventions ---------------------------------------
@@ -249,6 +257,10 @@ class ModelCall:
     # Why the usage is a part of the call's ("" when whole): charged as sent, flagged
     # incomplete_usage, and never read as a cache break (ledger.cache_diagnosis).
     incomplete_usage: str = ""
+    # REPORTED, INFERRED or UNKNOWN: how the input's split into uncached, cache read and cache write
+    # tokens was known ("" for a call with no input), and how the output count was.
+    cache_split: str = ""
+    output_count: str = REPORTED
 
 
 def _first(attrs: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
@@ -356,9 +368,10 @@ def is_model_call(span: SpanRecord) -> bool:
 
 def _tokens(
     span: SpanRecord, a: Mapping[str, Any], shape_includes: bool | None, bad: list[str]
-) -> tuple[TokenCounts, str, int]:
+) -> tuple[TokenCounts, str, int, str, str]:
     """The span's tokens by term (read from ``a``: its attributes, with its framework's own usage
-    added), how its input count was read, and how many usage terms it reports."""
+    added), how its input count was read, how many usage terms it reports, and how its cache split
+    and output count were known (``REPORTED``/``INFERRED``/``UNKNOWN``)."""
     read, write, reasoning = _count(a, _CACHE_READ, bad), _count(a, _CACHE_WRITE, bad), _count(a, _REASONING, bad)
     known = input_includes_cache(span.scope_name, span.scope_version) if shape_includes is None else shape_includes
     if c.INPUT_TOKENS in a:
@@ -374,11 +387,13 @@ def _tokens(
         includes = True if known is None else known  # OpenInference's prompt count is the total prompt
     one_hour, five_minute = _first(a, _CACHE_WRITE_1H), _first(a, _CACHE_WRITE_5M)
     usage_terms = _reported_terms(a, read, write, reasoning, reported, out, one_hour, five_minute)
+    counts_out = out
     cache_read, cache_write, reported_in, out = read or 0, write or 0, reported or 0, out or 0
     if includes and reported_in < cache_read + cache_write:
         includes = False  # cannot include more than it counts: an excluding source
     uncached = reported_in - cache_read - cache_write if includes else reported_in
-    if one_hour is None and five_minute is None:  # no split reported: every write at the 5-minute rate
+    ttl_split = one_hour is not None or five_minute is not None
+    if not ttl_split:  # no split reported: every write at the 5-minute rate
         write_5m, write_1h = cache_write, 0
     else:
         write_5m, write_1h = split_cache_writes(cache_write, _int(one_hour), _int(five_minute))
@@ -386,7 +401,16 @@ def _tokens(
         "uncached_input": uncached, "output": out, "cache_write": write_5m, "cache_read": cache_read,
         "cache_write_1h": write_1h,
     }  # fmt: skip
-    return TokenCounts.of(by_term, reasoning or 0), INCLUDES_CACHE if includes else EXCLUDES_CACHE, usage_terms
+    if not reported_in and read is None and write is None:
+        cache_split = ""  # no prompt counted: nothing to split
+    elif read is None and write is None:
+        cache_split = UNKNOWN
+    else:
+        cache_split = INFERRED if cache_write and not ttl_split else REPORTED
+    told_output = counts_out is not None or _first(a, _OUTPUT_KEYS) is not None
+    output_count = REPORTED if told_output or not reported_in else UNKNOWN
+    convention = INCLUDES_CACHE if includes else EXCLUDES_CACHE
+    return TokenCounts.of(by_term, reasoning or 0), convention, usage_terms, cache_split, output_count
 
 
 def _reported_terms(a: Mapping[str, Any], *counts: Any) -> int:
@@ -411,7 +435,9 @@ def model_call(span: SpanRecord) -> ModelCall | None:
     if shape is not None:
         a = {**a, **shape[0]}
     bad: list[str] = []
-    tokens, convention, usage_terms = _tokens(span, a, None if shape is None else shape[1], bad)
+    tokens, convention, usage_terms, cache_split, output_count = _tokens(
+        span, a, None if shape is None else shape[1], bad
+    )
     if not usage_terms and not bad and span.status_code != "ERROR" and not any(response_ids(span)):
         # Nothing was billed that the span can show: no usage and no provider response id (token
         # counting, prompt preparation, a framework's wrapper around the call). A failed attempt
@@ -441,6 +467,8 @@ def model_call(span: SpanRecord) -> ModelCall | None:
         invalid_usage="; ".join(bad),
         usage_terms=usage_terms,
         incomplete_usage=incomplete,
+        cache_split=cache_split,
+        output_count=output_count,
     )
 
 

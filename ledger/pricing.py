@@ -373,6 +373,25 @@ class PriceBook:
         unit_prices, source, version = found
         return _price_terms(unit_prices, tokens, source, version)
 
+    def split_error(
+        self, provider: str | None, model: str, tokens: TokenCounts, when: datetime | None = None
+    ) -> Decimal:
+        """The most a charge of ``tokens`` can be off when its source gave no cache split: its uncached
+        input tokens may in truth have been any other input-side term (cache reads, 5-minute or 1-hour
+        writes). 0 for a model without cache prices, or without a price at all (flagged unpriced)."""
+        n = tokens.by_term["uncached_input"]
+        charged = self.price(provider, model, tokens, when)
+        if not n or charged.unpriced:
+            return Decimal(0)
+        worst = Decimal(0)
+        for t in terms.TERMS:
+            if t.input_side and t.key != "uncached_input":
+                other = TokenCounts.of({**dict.fromkeys(tokens.by_term, 0), t.key: n})
+                worst = max(
+                    worst, abs(self.price(provider, model, other, when).usd[t.key] - charged.usd["uncached_input"])
+                )
+        return worst
+
     def is_priced(self, provider: str | None, model: str, when: datetime | None = None) -> bool:
         return not self.price(provider, model, TokenCounts(), when).unpriced
 

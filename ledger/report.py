@@ -81,12 +81,14 @@ def build_report(
         "unpriced_calls": guards["unpriced_calls"],
         "invalid_usage_calls": guards["invalid_usage_calls"],
         "incomplete_usage_calls": guards["incomplete_usage_calls"],
+        "unknown_usage_calls": guards["unknown_usage_calls"],
         "stop_causes": rows(q.stop_causes),
         "models": rows(q.model_attribution),
         "call_sites": rows(q.call_site_attribution),
         "unpriced": rows(q.unpriced_models),
         "invalid_usage": rows(q.invalid_usage_charges),
         "incomplete_usage": rows(q.incomplete_usage_charges),
+        "unknown_usage": rows(q.unknown_usage_charges),
         "runs_without_model_calls": rows(q.runs_without_model_calls),
         "long_tail": long_tail,
         "cost_anomalies": {
@@ -240,6 +242,16 @@ def format_report(r: dict[str, Any]) -> str:
             f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): "
             f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
             for u in r["incomplete_usage"]
+        ]
+    if r["unknown_usage"]:
+        lines += ["", "UNKNOWN USAGE (the source gave no cache split or no output count: priced as uncached input, "
+                  "so off by at most the error shown):"]  # fmt: skip
+        lines += [
+            f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): "
+            f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, ${u['usd']} charged, "
+            + ("error unbounded" if u["max_error_usd"] is None else f"error up to ${u['max_error_usd']}")
+            + f", e.g. span {u['last_trace_id']}/{u['last_span_id']}"
+            for u in r["unknown_usage"]
         ]
     if r["runs_without_model_calls"]:
         lines += ["", "NO MODEL CALLS REPORTED (tool calls but no model call: the source traces the agent, not its model "

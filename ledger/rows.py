@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from functools import cache, lru_cache
 from typing import Any
 
@@ -26,7 +27,7 @@ from .captured import CONTENT_ATTRIBUTES, OPENINFERENCE_MESSAGE, OPENINFERENCE_R
 from .content import ContextRows
 from .health_columns import soft_failed, time_to_first_token_ms, tool_fingerprint, tool_of
 from .limits import MAX_TIME_NS, MIN_TIME_NS
-from .normalize import model_call, tenant_of
+from .normalize import INCLUDES_CACHE, UNKNOWN, ModelCall, model_call, tenant_of
 from .pricing import PriceBook
 from .quality import EVALUATION_EVENT, Judgment, SpanContext, judgment_row, openinference_prefixes, span_judgments
 from .redact import Redactor, default_policy
@@ -235,12 +236,21 @@ def _charge_row(_terms: tuple[terms.PriceTerm, ...]) -> Callable[..., tuple[Any,
         "reasoning_tokens": "call.tokens.reasoning", "unpriced": "priced.unpriced", "price_source": "priced.source",
         "price_version": "priced.version", "token_convention": "call.convention",
         "invalid_usage": "call.invalid_usage != ''", "incomplete_usage": "call.incomplete_usage != ''",
-        "ttft_ms": "ttft_ms(s, operation(s))",
+        "ttft_ms": "ttft_ms(s, operation(s))", "cache_split": "call.cache_split", "output_count": "call.output_count",
+        "unknown_usage": "unknown[0]", "usage_error_usd": "unknown[1]",
     }  # fmt: skip
     for t in terms.TERMS:
         values[t.tokens_column] = f"tokens[{t.key!r}]"
         values[t.usd_column] = f"usd[{t.key!r}]"
-    return table("charges").compile_row("s, call, priced, tenant, tokens, usd, ttft_ms, operation", values)
+    return table("charges").compile_row("s, call, priced, tenant, tokens, usd, ttft_ms, operation, unknown", values)
+
+
+_KNOWN: tuple[bool, Decimal | None] = (False, None)  # every usage term given or inferred: nothing flagged
+
+
+def _unknown_terms(call: ModelCall) -> str:
+    parts = ["cache split" if call.cache_split == UNKNOWN else "", "output" if call.output_count == UNKNOWN else ""]
+    return " and ".join(filter(None, parts)) + " not reported"
 
 
 _NOT_A_PAYLOAD: dict[str, Any] = {}  # a sentinel: the span carries content, but no payload
@@ -344,8 +354,11 @@ class _RowBuilder:
         if call is not None:
             when = datetime.fromtimestamp(s.start_ns / 1e9, UTC)
             priced = self.prices.price(call.provider, call.model, call.tokens, when)
+            unknown = (
+                _KNOWN if call.cache_split != UNKNOWN and call.output_count != UNKNOWN else self._unknown(call, when)
+            )
             charge = self._charge_row(
-                s, call, priced, tenant, call.tokens.by_term, priced.usd, time_to_first_token_ms, _operation
+                s, call, priced, tenant, call.tokens.by_term, priced.usd, time_to_first_token_ms, _operation, unknown
             )
             copy = call_copy_row(s, call)
         resource, operation = self._resource(s.resource), _operation(s)
@@ -395,8 +408,23 @@ class _RowBuilder:
                 self.flagged.append(f"{s.trace_id}/{s.span_id}: invalid_usage: {call.invalid_usage}")
             if call.incomplete_usage:
                 self.flagged.append(f"{s.trace_id}/{s.span_id}: incomplete_usage: {call.incomplete_usage}")
+            if unknown[0]:
+                error = "unbounded" if unknown[1] is None else f"up to ${unknown[1]}"
+                self.flagged.append(f"{s.trace_id}/{s.span_id}: unknown_usage: {_unknown_terms(call)} ({error})")
             self.charges.append(charge)
             self.copies.append(copy)
+
+    def _unknown(self, call: ModelCall, when: datetime) -> tuple[bool, Decimal | None]:
+        """(flagged, its largest error in USD; None: unbounded) for a call with a term its source did not give.
+
+        A prompt count that includes the cache, given without the split, may hide reads or writes: priced
+        as uncached input, it is off by at most what the other input terms would have cost. A count that
+        excludes the cache, or a missing output count, bounds nothing. A split that could change nothing
+        (a model without cache prices) is recorded, not flagged."""
+        if call.output_count == UNKNOWN or call.convention != INCLUDES_CACHE:
+            return True, None
+        error = self.prices.split_error(call.provider, call.model, call.tokens, when)
+        return error > 0, error
 
     def _judgments(self, s: SpanRecord, tenant: str | None, prefixes: tuple[str, ...]) -> tuple[Rows, list[str]]:
         """The evaluations rows of the (redacted) span's judgments, and a flag note for each one left out."""

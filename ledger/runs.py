@@ -135,6 +135,7 @@ def _run_values() -> dict[str, str]:
         "unpriced_calls": "coalesce(ch.unpriced_calls, 0)",
         "invalid_usage_calls": "coalesce(ch.invalid_usage_calls, 0)",
         "incomplete_usage_calls": "coalesce(ch.incomplete_usage_calls, 0)",
+        "unknown_usage_calls": "coalesce(ch.unknown_usage_calls, 0)",
         "usd_total": f"coalesce({terms.usd_sum('ch')}, 0)",
         "models": "ch.models",
         **{column: f"sp.{column}" for column in _VERSION_KEYS},
@@ -182,6 +183,7 @@ ch AS (
            count(*) FILTER (WHERE c.unpriced) AS unpriced_calls,
            count(*) FILTER (WHERE c.invalid_usage) AS invalid_usage_calls,
            count(*) FILTER (WHERE c.incomplete_usage) AS incomplete_usage_calls,
+           count(*) FILTER (WHERE c.unknown_usage) AS unknown_usage_calls,
            {term_sums},
            string_agg(DISTINCT c.model, ',' ORDER BY c.model) AS models,
            arg_max(nullif(c.finish_reason, ''), c.start_time) AS last_finish_reason

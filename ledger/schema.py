@@ -622,6 +622,23 @@ def _v25_call_fingerprints(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(HEALTH_BACKFILL[1])  # soft failures, with the result pattern
 
 
+def _v26_usage_basis(con: duckdb.DuckDBPyConnection) -> None:
+    """How each charge's cache split and output count were known (reported, inferred, unknown), and the
+    largest error its price may hold when one is unknown (NULL: none, or unbounded). Older charges read
+    as reported: they were priced as such."""
+    _execute(con, _add_column("charges", "cache_split", "VARCHAR", "''"))
+    _execute(con, _add_column("charges", "output_count", "VARCHAR", "'reported'"))
+    _execute(con, _add_column("charges", "usage_error_usd", USD, "NULL"))
+
+
+def _v27_unknown_usage(con: duckdb.DuckDBPyConnection) -> None:
+    """A charge with an unknown usage term is flagged unknown_usage, and runs count them. Its own
+    migration: DuckDB 1.5.5 fails at COMMIT ("another transaction has altered this table") a fourth
+    ADD COLUMN on one table in one transaction once the table holds rows."""
+    _execute(con, _add_column("charges", "unknown_usage", "BOOLEAN", "false"))
+    _execute(con, _add_column("runs", "unknown_usage_calls", "INTEGER", "0"))
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial tables", _V1_TABLES),
     (2, "trace indexes", _V2_INDEXES),
@@ -642,6 +659,8 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (20, "producers' metric points, a cross-check series", _V20_METRIC_POINTS),
     (21, "incomplete usage flag", _v21_incomplete_usage),
     (25, "tool call fingerprints for loops seen in spans", _v25_call_fingerprints),
+    (26, "how each charge's cache split and output count were known, and their largest error", _v26_usage_basis),
+    (27, "charges whose usage is partly unknown, flagged and counted per run", _v27_unknown_usage),
 ]
 
 

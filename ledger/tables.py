@@ -11,6 +11,7 @@ No DuckDB import: the decoder processes build rows with this and never load it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -92,9 +93,12 @@ class Table:
         return pa.table([pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], schema=schema)
 
 
+_BETWEEN_COLUMNS = re.compile(r",(?![^()]*\))")  # a comma outside parentheses: DECIMAL(38,12) is one type
+
+
 def _columns(spec: str) -> tuple[Column, ...]:
     """``"name TYPE, name TYPE"`` -> columns; the compact form keeps a table on a few lines."""
-    return tuple(Column(*part.split(maxsplit=1)) for part in (p.strip() for p in spec.split(",")) if part)
+    return tuple(Column(*part.split(maxsplit=1)) for part in (p.strip() for p in _BETWEEN_COLUMNS.split(spec)) if part)
 
 
 def term_columns(term: PriceTerm) -> tuple[Column, Column]:
@@ -125,11 +129,14 @@ def _later_terms() -> tuple[Column, ...]:
 _APPENDED = {
     # 9: links, redacted; 10: references to moved content; 15, 25: health facts decided at ingest (ledger.health_columns)
     "spans": _columns("links JSON, content_refs JSON, tool VARCHAR, soft_failure BOOLEAN, call_fingerprint VARCHAR"),
-    # 6: usage not taken as reported; 15: first token; 21: usage that is part of the call's
-    "charges": _columns("invalid_usage BOOLEAN, ttft_ms DOUBLE, incomplete_usage BOOLEAN"),
-    "runs": _columns(  # 6, 12; 15: errored spans; 16: the version dimensions resources carry; 18: the tools it called; 21
+    # 6: usage not taken as reported; 15: first token; 21: usage that is part of the call's; 26, 27: how it was known
+    "charges": _columns(
+        "invalid_usage BOOLEAN, ttft_ms DOUBLE, incomplete_usage BOOLEAN, cache_split VARCHAR, output_count VARCHAR, "
+        f"usage_error_usd {USD}, unknown_usage BOOLEAN"
+    ),
+    "runs": _columns(  # 6, 12; 15: errored spans; 16: the version dimensions resources carry; 18: tools called; 21; 26
         "invalid_usage_calls INTEGER, step_cap_halts INTEGER, error_spans INTEGER, service_version VARCHAR, "
-        "environment VARCHAR, variant VARCHAR, tools VARCHAR[], incomplete_usage_calls INTEGER"
+        "environment VARCHAR, variant VARCHAR, tools VARCHAR[], incomplete_usage_calls INTEGER, unknown_usage_calls INTEGER"
     ),
 }
 

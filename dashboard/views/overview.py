@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from dashboard import charts, ui
@@ -12,6 +14,21 @@ from ledger.terms import TERMS, usd_columns
 
 HIST_BINS_PER_DECADE = 5
 VERDICT_COLOR = {"healthy": "green", "weak": "orange", "broken": "red"}
+
+
+def _unknown_usage(f: q.Filters, guards: dict[str, Any]) -> None:
+    """Charges whose source left a usage term unknown, with the most their price may be off (#43)."""
+    if not guards.get("unknown_usage_calls"):
+        return
+    rows = load(q.unknown_usage_charges, f)
+    bounded = rows["max_error_usd"].notna().all()
+    error = f"by up to {usd(rows['max_error_usd'].sum())}" if bounded else "by an unbounded amount"
+    sources = ", ".join(sorted({str(s) for s in rows["scope_name"].fillna("no scope")}))
+    st.warning(
+        f"{plural(guards['unknown_usage_calls'], 'model call')} came without a cache split or an output count "
+        f"from their source ({sources}): priced as reported, their spend may be off {error}. "
+        "`turnledger report` lists them."
+    )
 
 
 def render() -> None:
@@ -131,6 +148,7 @@ def render() -> None:
         delta_color="red",
         delta_arrow="off",
     )
+    _unknown_usage(f, guards)
 
     bounds = first_row(load(q.time_bounds, f))
     bucket = ui.bucket_for(bounds["last_run"] - bounds["first_run"])

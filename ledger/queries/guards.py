@@ -52,7 +52,8 @@ def guard_summary(f: Filters = NO_FILTERS) -> Query:
        avg((stop_cause = 'budget_exceeded')::INTEGER) AS budget_stop_rate,
        coalesce(sum(unpriced_calls), 0) AS unpriced_calls,
        coalesce(sum(invalid_usage_calls), 0) AS invalid_usage_calls,
-       coalesce(sum(incomplete_usage_calls), 0) AS incomplete_usage_calls
+       coalesce(sum(incomplete_usage_calls), 0) AS incomplete_usage_calls,
+       coalesce(sum(unknown_usage_calls), 0) AS unknown_usage_calls
 FROM fr""",
         p,
     )

@@ -31,6 +31,7 @@ __all__ = [
     "retry_charges",
     "runs_without_model_calls",
     "spend_over_time",
+    "unknown_usage_charges",
     "unpriced_models",
     "where_the_money_went",
 ]
@@ -204,6 +205,26 @@ def incomplete_usage_charges(f: Filters = NO_FILTERS) -> Query:
        arg_max(c.trace_id, c.start_time) AS last_trace_id, arg_max(c.span_id, c.start_time) AS last_span_id
 FROM fc c JOIN spans s USING (trace_id, span_id)
 WHERE c.incomplete_usage GROUP BY c.provider, c.model, s.scope_name ORDER BY calls DESC, c.provider, c.model""",
+        p,
+    )
+
+
+@query
+def unknown_usage_charges(f: Filters = NO_FILTERS) -> Query:
+    """Charges flagged unknown_usage (the source gave no cache split, or no output count), by provider,
+    model and instrumentation, with how far their price may be off: ``max_error_usd`` sums each charge's
+    largest error (NULL when one is unbounded), and the latest such span to look at."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT c.provider, c.model, s.scope_name, count(*) AS calls, count(DISTINCT c.trace_id) AS runs,
+       count(*) FILTER (WHERE c.cache_split = 'unknown') AS unknown_cache_split,
+       count(*) FILTER (WHERE c.output_count = 'unknown') AS unknown_output,
+       sum({terms.usd_sum("c")}) AS usd,
+       CASE WHEN bool_and(c.usage_error_usd IS NOT NULL) THEN sum(c.usage_error_usd) END AS max_error_usd,
+       arg_max(c.trace_id, c.start_time) AS last_trace_id, arg_max(c.span_id, c.start_time) AS last_span_id
+FROM fc c JOIN spans s USING (trace_id, span_id)
+WHERE c.unknown_usage GROUP BY c.provider, c.model, s.scope_name ORDER BY calls DESC, c.provider, c.model""",
         p,
     )
 

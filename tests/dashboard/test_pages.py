@@ -278,6 +278,20 @@ def test_a_run_whose_source_reports_no_tenant_says_so_not_none(app, tmp_path):
     assert "tenant (not reported)" in header and "None" not in header
 
 
+def test_spend_overview_says_which_spend_its_source_left_unknown_and_by_how_much(app, tmp_path):
+    """#43: a prompt count without its cache split is priced as reported and flagged, with its error."""
+    from ledger.ingest import ingest
+    from tests.ledger.test_unknown_usage import openinference_call, root
+
+    db = tmp_path / "unknown.duckdb"
+    con = open_ledger(db)
+    ingest(con, [root(), openinference_call(1, 10_000), openinference_call(2, 20_000)])
+    con.close()
+    at = app(db)
+    (warning,) = [w.value for w in at.warning if "cache split" in w.value]
+    assert warning.startswith("2 model calls") and "may be off by up to $0.0900" in warning
+
+
 # --- 2. Long tail ---------------------------------------------------------------------------------
 def test_long_tail_lists_the_expensive_runs_with_reasons(app, sample_db, rows):
     at = app(sample_db, "long_tail")

@@ -124,7 +124,7 @@ def _ledger(db: Path) -> dict[str, Any]:
         charges = con.execute(
             "SELECT uncached_input_tokens, cache_write_tokens, cache_read_tokens, output_tokens, "
             "cache_write_1h_tokens, usd_input + usd_output + usd_cache_write + usd_cache_read + usd_cache_write_1h, "
-            "unpriced OR invalid_usage OR incomplete_usage, model FROM charges"
+            "unpriced OR invalid_usage OR incomplete_usage OR unknown_usage, model, usage_error_usd FROM charges"
         ).fetchall()
         runs = tuple(con.execute("SELECT model_calls, tool_calls FROM runs ORDER BY started_at").fetchall())
         report = build_report(con.cursor())
@@ -189,6 +189,10 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
     if config.flagged:  # one charge per billed call, each one it cannot get right flagged
         assert len(charges) == len(want)
         assert wrong and all(c[6] for c in wrong), wrong
+        errors = [c[8] for c in wrong]
+        if all(e is not None for e in errors):  # within the largest error the flags claim
+            assert abs(truth - ledger_usd) <= sum(errors), (truth, ledger_usd, errors)
         return
     assert charges == want
+    assert not [c for c in seen["charges"] if c[6]]  # exact, and not flagged as possibly wrong either
     assert seen["total_usd"] == truth

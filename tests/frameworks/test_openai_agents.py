@@ -32,11 +32,9 @@ CONFIGS = (
     Config(
         OPENAI_AGENTS,
         "openinference",
-        xfail="#43: $0.070851 for $0.038381, unflagged: the model anthropic/claude-sonnet-4-6 beside llm.system=openai "
-        "(openinference/instrumentation/openai_agents/_processor.py:227) is now priced as claude-sonnet-4-6, but its "
-        "prompt count (7,477) includes the cache with no split given (_processor.py:825-833: input and output counts "
-        "only), so cache reads and writes are charged as uncached input; the ledger should flag the cache split "
-        "as unknown with its largest possible error",
+        flagged="the prompt count (7,477) includes the cache with no split given "
+        "(openinference/instrumentation/openai_agents/_processor.py:825-833: input and output counts only): "
+        "priced as uncached input ($0.070851 for $0.038381) and flagged unknown_usage with its largest error",
     ),
     Config(
         OPENAI_AGENTS,
