@@ -21,6 +21,7 @@ import pytest
 from genai_prices import Usage, calc_price
 
 from collector.receiver import CollectorServer, ServerConfig
+from ledger import queries as q
 from ledger.report import build_report
 from tests.fakes.anthropic_server import FakeAnthropicServer, FakeReply, Script, api_usage
 from tests.server.conftest import wait_until
@@ -111,12 +112,14 @@ def test_claude_code_telemetry_is_charged_as_the_fake_billed(
         assert len(billed) >= 2  # the tool call and the answer at least
 
         def landed() -> bool:
+            """Every call charged, and the CLI's cost metric at the total its own events report: its last
+            export, not a first point (a slow run exports one between its calls, as a run under load did)."""
             with server.readers.connection() as cur:
-                charges = cur.execute("SELECT count(*) FROM charges").fetchone()
-                points = cur.execute("SELECT count(*) FROM metric_points WHERE name = 'claude_code.cost.usage'")
-                return charges == (len(billed),) and points.fetchone() != (0,)
+                (cross,) = q.records(cur, q.reported_cost())
+                charged = cur.execute("SELECT count(*) FROM charges").fetchone() == (len(billed),)
+            return charged and cross["metric_usd"] is not None and cross["metric_usd"] == cross["reported_usd"]
 
-        wait_until(landed, timeout=HANG_S)  # answered, so committed, before the CLI exited: a hang guard
+        wait_until(landed, timeout=HANG_S)  # a hang guard: what the CLI sent before exiting commits in ms
         with server.readers.connection() as cur:
             charges = cur.execute(
                 "SELECT model, uncached_input_tokens, cache_write_tokens, cache_read_tokens, output_tokens, "
