@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -43,6 +45,28 @@ def dashboard_on_loopback(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     config.set_option("server.address", "127.0.0.1")
     yield
     config.set_option("server.address", before)
+
+
+@contextmanager
+def main_module_kept() -> Iterator[None]:
+    """``sys.modules["__main__"]`` as it was before the block.
+
+    Streamlit's script runner (AppTest's too) installs the script it runs as ``__main__`` and
+    never puts the old one back. Every process a later test then starts with multiprocessing's
+    "spawn" (the collector's decode workers) runs that script first, as its main module: a decode
+    worker ran the whole dashboard before its first body, which held the first OTLP/HTTP answer
+    past the 2 s Claude Code waits for its telemetry at exit (tests/frameworks/test_claude_code.py)."""
+    main = sys.modules["__main__"]
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+@pytest.fixture(autouse=True)
+def main_module_restored() -> Iterator[None]:
+    with main_module_kept():
+        yield
 
 
 @pytest.fixture(scope="session")
