@@ -140,7 +140,12 @@ def expense_reasons(run: Mapping[str, Any], typical: Mapping[str, Any]) -> list[
 
 
 def quadratic_fit(turns: Sequence[float], cost: Sequence[float]) -> tuple[float, float] | None:
-    """Least-squares (a, b) of cost ≈ a·n + b·n² (through the origin), or None if underdetermined."""
+    """Least-squares (a, b) of cost ≈ a·n + b·n² (through the origin), both ≥ 0, or None if underdetermined.
+
+    Non-negative (scipy's NNLS): each turn costs something and re-sends the history, so neither term can
+    be negative; an unconstrained fit bent below zero and predicted negative cost for short runs (#31)."""
+    from scipy.optimize import nnls
+
     pts = [
         (float(n), float(y))
         for n, y in zip(turns, cost, strict=True)
@@ -148,12 +153,5 @@ def quadratic_fit(turns: Sequence[float], cost: Sequence[float]) -> tuple[float,
     ]
     if len({n for n, _ in pts}) < 2:
         return None
-    s11 = sum(n * n for n, _ in pts)
-    s12 = sum(n**3 for n, _ in pts)
-    s22 = sum(n**4 for n, _ in pts)
-    t1 = sum(n * y for n, y in pts)
-    t2 = sum(n * n * y for n, y in pts)
-    det = s11 * s22 - s12 * s12
-    if det == 0:
-        return None
-    return (t1 * s22 - t2 * s12) / det, (s11 * t2 - s12 * t1) / det
+    (a, b), _ = nnls([[n, n * n] for n, _ in pts], [y for _, y in pts])
+    return float(a), float(b)

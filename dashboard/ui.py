@@ -112,8 +112,16 @@ def run_links(trace_ids: Any) -> list[str]:
 
 
 def run_link_column() -> Any:
-    """The column config that shows ``run_links`` as a short "open" link in a table."""
-    return st.column_config.LinkColumn("run", display_text="open ↗", width="small")
+    """The column config that shows ``run_links`` as a link named by the run's id prefix (``f79eb473 ↗``)."""
+    return st.column_config.LinkColumn("run", display_text=r"trace=([0-9a-f]{8})", width="small")
+
+
+def run_who(rows: Any) -> list[str]:
+    """Who ran each run and how it ended, for a table row: ``support-agent · acme · max_steps``."""
+    return [
+        " · ".join(str(v) if not missing(v) and v != "" else "—" for v in (agent, tenant, stop))
+        for agent, tenant, stop in zip(rows["agent_name"], rows["tenant"], rows["stop_cause"], strict=True)
+    ]
 
 
 def usd(x: Any) -> str:

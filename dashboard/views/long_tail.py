@@ -13,11 +13,11 @@ from ledger import queries as q
 TOP = 20
 # Two tables over the same rows, each narrow enough for a laptop screen (no column cut off): why each
 # run was expensive, then who ran it and its other figures.
-WHY_COLUMNS = ["open", "usd_total", "times_median", "turns", "why"]
+WHY_COLUMNS = ["open", "who", "usd_total", "times_median", "turns", "why"]
 MORE_COLUMNS = ["open", "usd_total", "hit_rate", "retry_attempts", "loop_trips", "stop_cause", "models", "agent_name",
                 "tenant", "started_at", "trace_id"]  # fmt: skip
-WHY_WIDTH_PX = 640  # the "why" column; what it holds beyond one line wraps onto up to three
-_ONE_LINE_CHARS = 90  # about what fits in one line of it
+WHY_WIDTH_PX = 480  # the "why" column; what it holds beyond one line wraps onto up to three
+_ONE_LINE_CHARS = 68  # about what fits in one line of it
 _WRAPPED_ROW_PX = 72  # Streamlit wraps a cell's text only in rows taller than 4 rem
 
 
@@ -61,6 +61,7 @@ def render() -> None:
         for row in tail.to_dict("records")
     ]
     tail["open"] = ui.run_links(tail["trace_id"])
+    tail["who"] = ui.run_who(tail)
     st.subheader(f"The {len(tail)} most expensive runs", anchor=False)
     st.caption(
         f"Median run: {count(typical.get('median_turns'))} turns, {count(typical.get('median_input_tokens'))} input "
@@ -84,6 +85,7 @@ def render() -> None:
         height=min(row * len(tail) + 39, 900),
         column_config={
             "open": ui.run_link_column(),
+            "who": st.column_config.TextColumn("agent · tenant · stop", width="medium"),
             "usd_total": st.column_config.NumberColumn("cost", format="$%.4f"),
             "times_median": st.column_config.NumberColumn("× median", format="%.1f×"),
             "why": st.column_config.TextColumn("why it was expensive", width=WHY_WIDTH_PX),

@@ -173,6 +173,15 @@ def test_quadratic_fit_recovers_a_quadratic():
     assert quadratic_fit([3, 3], [1.0, 2.0]) is None
 
 
+def test_the_fit_never_predicts_negative_cost_for_a_short_run():
+    """#31: cheap short runs and steeply dearer long ones: an unconstrained least-squares fit has
+    a = -0.082 and reads -$0.075 for a one-turn run. Each term is a cost, so neither may be negative."""
+    turns, cost = [1, 3, 10, 30, 40], [0.01, 0.01, 0.2, 4.0, 9.0]
+    a, b = quadratic_fit(turns, cost)  # type: ignore[misc]
+    assert a >= 0 and b >= 0
+    assert all(a * n + b * n * n >= 0 for n in range(0, 41))
+
+
 # --- formats and safe labels ---------------------------------------------------------------------------
 def test_usd_format():
     assert [usd(v) for v in (0.0427, 0.014925, 9.93, 11.5577, 0, 0.00004, None)] == [

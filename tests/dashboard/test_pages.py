@@ -303,6 +303,9 @@ def test_long_tail_lists_the_expensive_runs_with_reasons(app, sample_db, rows):
     assert shown["usd_total"].tolist() == pytest.approx(want["usd_total"].tolist())
     assert shown["why"].iloc[0].startswith("40 turns") and "step cap" in shown["why"].iloc[0]  # a93
     assert not shown["why"].str.startswith("not expensive").any()
+    # #31: each row names its run (the link reads the id prefix) and who ran it, how it ended
+    assert shown["who"].iloc[0] == " · ".join(want.iloc[0][k] for k in ("agent_name", "tenant", "stop_cause"))
+    assert all(r"trace=([0-9a-f]{8})" in d.proto.columns for d in at.dataframe if "open" in d.value.columns)
     assert f"Only {len(want)} runs cost more than the median" in " ".join(c.value for c in at.caption)
     typical = first(rows(sample_db, q.typical_run()))
     assert metrics(at)["Spend in the tail"][0] == pct(typical["share_of_spend_from_p95"]) == "85.9%"
