@@ -57,10 +57,23 @@ def _to_url() -> None:
             st.query_params[param] = value
 
 
+def _callable(versions: pd.DataFrame) -> list[str]:
+    """The versions, newest first, with enough runs for a verdict (``MIN_RUNS``)."""
+    return [str(v) for v, n in zip(versions["version"], versions["finished_runs"], strict=True) if n >= MIN_RUNS]
+
+
+def _opening_dimension(f: q.Filters) -> str:
+    """The first dimension with two versions that can reach a verdict; prompt versions when none can."""
+    for by in DIMENSION_LABELS:
+        if len(_callable(load(q.compare_versions, f, by=by))) >= 2:
+            return by
+    return "prompt_version"
+
+
 def _pick(f: q.Filters) -> tuple[str, str, str] | None:
     s = st.session_state
     if s.get("cmp_by") not in DIMENSION_LABELS:
-        s["cmp_by"] = "prompt_version"
+        s["cmp_by"] = _opening_dimension(f)
     c = st.columns(3)
     dimensions: list[str] = list(DIMENSION_LABELS)
     by = str(c[0].selectbox("Compare by", dimensions, format_func=lambda d: DIMENSION_LABELS[d], key="cmp_by"))
@@ -73,10 +86,14 @@ def _pick(f: q.Filters) -> tuple[str, str, str] | None:
             icon=":material/compare_arrows:",
         )
         return None
-    # Newest first: by default the candidate is the newest version, the baseline the one before it.
-    for key, default in (("cmp_a", names[1]), ("cmp_b", names[0])):
+    # Newest first: by default the candidate is the newest version that can reach a verdict, the baseline
+    # the one before it (two one-run versions never can, #31); the newest two when none can.
+    callable_ = _callable(versions)
+    opening = callable_ if len(callable_) >= 2 else names
+    for key, default in (("cmp_a", opening[1]), ("cmp_b", opening[0])):
         if s.get(key) not in names:
             s[key] = default
+
     a = c[1].selectbox("A — baseline", names, key="cmp_a")
     b = c[2].selectbox("B — candidate", names, key="cmp_b")
     seen = versions.set_index("version")

@@ -48,12 +48,14 @@ def _column(by: str) -> str:
 
 @query
 def compare_versions(f: Filters = NO_FILTERS, by: str = "prompt_version") -> Query:
-    """The values a dimension takes, with their runs and when each was first and last seen (newest first)."""
+    """The values a dimension takes, with their runs (finished: with a stop cause, as compared) and when each
+    was first and last seen (newest first)."""
     column = _column(by)
     w, p = filtered(f)
     return Query(
         w
-        + f"""SELECT {column} AS version, count(*) AS runs, min(started_at) AS first_seen, max(started_at) AS last_seen
+        + f"""SELECT {column} AS version, count(*) AS runs, count(*) FILTER (WHERE stop_cause IS NOT NULL) AS finished_runs,
+       min(started_at) AS first_seen, max(started_at) AS last_seen
 FROM fr WHERE {column} IS NOT NULL GROUP BY 1 ORDER BY first_seen DESC, version""",
         p,
     )

@@ -70,3 +70,33 @@ def test_with_too_few_runs_the_page_says_the_verdicts_wait(app, compare_db) -> N
 def test_nothing_to_compare_says_so(app, compare_db) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
     at = app(compare_db, "compare", by="model")  # every run used the one model
     assert any("Fewer than two values of model" in i.value for i in at.info)
+
+
+def test_it_opens_on_the_newest_pair_that_can_reach_a_verdict_not_two_newer_one_run_versions(
+    app,  # noqa: F811
+    compare_db,
+    tmp_path,
+) -> None:  # type: ignore[no-untyped-def]
+    """#31: Compare opened on the newest two versions, two one-run trials that could never be called."""
+    import shutil
+
+    import duckdb
+
+    from collector.demo.samples import Trace
+    from ledger import conventions as c
+    from ledger.ingest import ingest
+    from ledger.store import open_ledger
+
+    db = tmp_path / "with-trials.duckdb"
+    shutil.copy(compare_db, db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        (last,) = con.execute("SELECT epoch_ns(max(started_at)) FROM runs").fetchone()
+    con = open_ledger(db)
+    for i, trial in enumerate(("hr-v3-trial", "hr-v4-trial")):
+        t = Trace(trial, start=last + (i + 1) * 3_600 * 10**9, root_attrs={c.PROMPT_VERSION: trial})
+        t.chat("claude-sonnet-4-6", (100, 0, 0, 20))
+        ingest(con, t.finish("completed"))
+    con.close()
+    at = app(db, "compare")
+    assert (at.selectbox(key="cmp_a").value, at.selectbox(key="cmp_b").value) == ("hr-v1", "hr-v2")
+    assert [o for o in at.selectbox(key="cmp_b").options][:2] == ["hr-v4-trial", "hr-v3-trial"]  # still offered
