@@ -19,7 +19,6 @@ from .analysis import quadratic_fit
 from .ui import plain, plural, usd
 
 __all__ = [
-    "call_sites",
     "cost_distribution",
     "cumulative_cost",
     "latency_over_time",
@@ -27,6 +26,7 @@ __all__ = [
     "mark_versions",
     "model_terms",
     "retries_by_cause",
+    "spend_bars",
     "spend_over_time",
     "stop_causes",
     "success_over_time",
@@ -219,11 +219,12 @@ def model_terms(df: pd.DataFrame) -> go.Figure:
     )
 
 
-def call_sites(df: pd.DataFrame) -> go.Figure:
+def spend_bars(df: pd.DataFrame, column: str, title: str) -> go.Figure:
+    """Horizontal bars of spend per value of ``column`` (call site, tenant, agent): dollars and share."""
     rows = df.sort_values("usd_total", ascending=True)
     fig = go.Figure(
         go.Bar(
-            y=[plain(s) for s in rows["call_site"]],
+            y=[plain(s) for s in rows[column]],
             x=rows["usd_total"],
             orientation="h",
             text=[f"{usd(v)} · {s:.0%}" for v, s in zip(rows["usd_total"], rows["share"].fillna(0), strict=True)],
@@ -233,7 +234,7 @@ def call_sites(df: pd.DataFrame) -> go.Figure:
             marker_color="#4C78A8",
         )
     )
-    return _layout(fig, "Spend per call site", "Spend (USD)", "", height=max(220, 80 + 40 * len(rows)))
+    return _layout(fig, title, "Spend (USD)", "", height=max(220, 80 + 40 * len(rows)))
 
 
 def stop_causes(df: pd.DataFrame) -> go.Figure:

@@ -182,8 +182,17 @@ def render() -> None:
         )
     with right:
         sites = load(q.call_site_attribution, f)
-        st.plotly_chart(charts.call_sites(sites), key="call_sites")
+        st.plotly_chart(charts.spend_bars(sites, "call_site", "Spend per call site"), key="call_sites")
         st.caption("Spend per call site: the code path that made the model call (agent loop, summarizer, router…).")
+    left, right = st.columns(2)
+    with left:
+        tenants = load(q.spend_by, f, by="tenant")
+        st.plotly_chart(charts.spend_bars(tenants, "tenant", "Spend per tenant"), key="spend_tenant")
+        st.caption("Spend per tenant, the customer or team a run served: who the money went to.")
+    with right:
+        agents = load(q.spend_by, f, by="agent")
+        st.plotly_chart(charts.spend_bars(agents, "agent", "Spend per agent"), key="spend_agent")
+        st.caption("Spend per agent: which of your agents costs what.")
     left, right = st.columns(2)
     with left:
         stops = load(q.stop_causes, f)

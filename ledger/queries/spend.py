@@ -30,6 +30,7 @@ __all__ = [
     "model_attribution",
     "retry_charges",
     "runs_without_model_calls",
+    "spend_by",
     "spend_over_time",
     "unknown_usage_charges",
     "unpriced_models",
@@ -124,6 +125,24 @@ def model_attribution(f: Filters = NO_FILTERS) -> Query:
 def call_site_attribution(f: Filters = NO_FILTERS) -> Query:
     """Per call-site label (the agent loop, a summarizer inside a tool, a router...)."""
     return _attribution(f, "call_site")
+
+
+SPEND_BY = {"tenant": "r.tenant", "agent": "r.agent_name"}  # who spent it: a run's dimension
+
+
+@query
+def spend_by(f: Filters = NO_FILTERS, by: str = "tenant") -> Query:
+    """Spend per tenant or per agent (``by``), with runs, calls and the share of all spend; a run whose
+    source reported no tenant or agent is one row, ``(not reported)``."""
+    choose("by", by, SPEND_BY)
+    w, p = filtered(f)
+    return Query(
+        w
+        + f"""SELECT coalesce({SPEND_BY[by]}, '(not reported)') AS {by}, count(DISTINCT c.trace_id) AS runs,
+       count(*) AS calls, sum(c.usd) AS usd_total, sum(c.usd) / nullif(sum(sum(c.usd)) OVER (), 0) AS share
+FROM fc c JOIN fr r USING (trace_id) GROUP BY 1 ORDER BY usd_total DESC, 1""",
+        p,
+    )
 
 
 @query

@@ -132,8 +132,21 @@ def test_overview_charts_carry_the_ledgers_figures(app, sample_db, rows):
     figs = figures(app(sample_db))
     assert set(figs) == {
         "Spend per hour, by model", "Cost per run", "Spend per model, split by price term",
-        "Spend per call site", "Why runs stopped",
+        "Spend per call site", "Why runs stopped", "Spend per tenant", "Spend per agent",
     }  # fmt: skip
+    # #31: who spent it, from the charges summed here by each run's tenant and agent (not the page's query)
+    con = open_ledger(sample_db, read_only=True)
+    try:
+        for title, column in (("Spend per tenant", "tenant"), ("Spend per agent", "agent_name")):
+            want = dict(con.execute(
+                f"SELECT coalesce(r.{column}, '(not reported)'), sum(c.usd_input + c.usd_output + c.usd_cache_write + "
+                "c.usd_cache_read + c.usd_cache_write_1h)::DOUBLE FROM charges c JOIN runs r USING (trace_id) GROUP BY 1"
+            ).fetchall())  # fmt: skip
+            bars = figs[title]["data"][0]
+            assert dict(zip(values(bars["y"]), values(bars["x"]), strict=True)) == pytest.approx(want), title
+            assert len(want) >= 2, title  # the sample has more than one of each
+    finally:
+        con.close()
     over_time = figs["Spend per hour, by model"]
     assert sum(sum(values(t["y"])) for t in over_time["data"]) == pytest.approx(11.5577)
     assert over_time["layout"]["yaxis"]["title"]["text"] == "Spend (USD)"
