@@ -15,6 +15,8 @@ comparison and ``turnledger context``/``diff``:
 ``not cached``      nothing read or written, and no captured payload to say why
 ``incomplete``      the usage reported is part of the call's (charge flagged ``incomplete_usage``):
                     not judged, and not what the next call is judged against
+``split unknown``   the source gave no cache split (charge flagged ``unknown_usage``): its reads and
+                    writes are not known, so it is not judged, nor judged against
 ==================  ===========================================================================
 
 ``diagnose`` gives them for a run: ``check_cache`` judges from usage alone;
@@ -41,6 +43,7 @@ __all__ = [
     "NOT_CACHED",
     "NO_BREAKPOINT",
     "PREFIX_CHANGED",
+    "SPLIT_UNKNOWN",
     "UNUSED",
     "WRITTEN",
     "CacheCheck",
@@ -55,6 +58,7 @@ __all__ = [
 
 CACHED, WRITTEN, BROKEN, PREFIX_CHANGED = "cached", "written", "broken", "prefix changed"
 INCOMPLETE = "incomplete"
+SPLIT_UNKNOWN = "split unknown"
 BELOW_MINIMUM, NO_BREAKPOINT, NOT_CACHED = "below minimum", "no breakpoint", "not cached"
 UNUSED = (BELOW_MINIMUM, NO_BREAKPOINT, NOT_CACHED)  # verdicts of a call that used no cache at all
 
@@ -131,6 +135,12 @@ def check_cache(turns: Iterable[Mapping[str, Any]]) -> list[CacheCheck]:
             # cache; judged on it, the next call would "break" a cache that never stopped working.
             note = "usage reported is part of the call's (no input tokens): the cache cannot be judged from it"
             out.append(CacheCheck(turn, INCOMPLETE, 0, read, note))
+            continue
+        if row.get("cache_split") == "unknown":
+            # No reads or writes reported at all, for a prompt that may have used the cache: judged on
+            # them, a working cache would read as broken on this call and the next.
+            note = "the source reported no cache split: its cache reads and writes are unknown (flagged)"
+            out.append(CacheCheck(turn, SPLIT_UNKNOWN, 0, read, note))
             continue
         prev = previous.get(_key(row))
         previous[_key(row)] = row

@@ -138,7 +138,8 @@ def run_turns(trace_id: str) -> Query:
            {sums(token_columns())},
            {sums(usd_columns())},
            sum({usd_sum()}) AS usd, bool_or(unpriced) AS unpriced,
-           bool_or(incomplete_usage) AS incomplete_usage
+           bool_or(incomplete_usage) AS incomplete_usage,
+           CASE WHEN bool_or(cache_split = 'unknown') THEN 'unknown' END AS cache_split
     FROM charges WHERE trace_id = ? GROUP BY call_id
 )
 SELECT row_number() OVER (ORDER BY start_time, call_id) AS turn, *, {ROW_HIT_RATE} AS hit_rate,

@@ -120,3 +120,13 @@ def test_any_true_split_of_the_prompt_costs_within_the_flagged_error(prompt, par
     uncached = prompt - read - w5 - w1h
     true = truth(uncached=uncached, read=read, write_5m=w5, write_1h=w1h)
     assert abs(true - charge["usd"]) <= charge["usage_error_usd"], (prompt, parts)
+
+
+def test_a_call_without_its_cache_split_is_not_judged_a_cache_break():
+    """Reads and writes unknown: read as zero, a working cache would look broken on every turn."""
+    from ledger.cache_diagnosis import SPLIT_UNKNOWN, check_cache
+
+    con = open_ledger(":memory:")
+    write(con, [prepare([root(), openinference_call(1, 10_000), openinference_call(2, 10_400)])])
+    turns = q.records(con, q.run_turns(TRACE))
+    assert [check.status for check in check_cache(turns)] == [SPLIT_UNKNOWN, SPLIT_UNKNOWN]
