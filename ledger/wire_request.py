@@ -35,18 +35,21 @@ from typing import Any
 
 from . import conventions as c
 from .captured import json_value
+from .model_names import resolve
 
 __all__ = ["ANTHROPIC_MESSAGES", "OPENAI_CHAT", "WireRequest", "comparable", "provider_api", "wire_request"]
 
 ANTHROPIC_MESSAGES = "anthropic.messages"
 OPENAI_CHAT = "openai.chat.completions"
 
-# Each API's top-level request fields, in the order its reference lists them: what a field
-# "not reported" is drawn from (API references, December 2026).
+# Each API's top-level request fields: what a field "not reported" is drawn from (Anthropic: the
+# anthropic SDK 2.17's Messages.create, then the sampling fields older clients sent and sources still
+# report, which that SDK takes only in extra_body; OpenAI: the Chat Completions reference, December 2026).
 _API_FIELDS: dict[str, tuple[str, ...]] = {
     ANTHROPIC_MESSAGES: (
-        "model", "messages", "max_tokens", "system", "tools", "tool_choice", "temperature", "top_p", "top_k",
-        "stop_sequences", "stream", "metadata", "thinking", "service_tier", "container", "mcp_servers",
+        "model", "messages", "max_tokens", "system", "tools", "tool_choice", "stop_sequences", "stream", "metadata",
+        "thinking", "output_config", "cache_control", "service_tier", "container", "inference_geo", "speed",
+        "diagnostics", "user_profile_id", "workspace_id", "temperature", "top_p", "top_k",
     ),
     OPENAI_CHAT: (
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stop", "stream",
@@ -105,18 +108,21 @@ _MODEL_FAMILIES = ((re.compile(r"^(anthropic[./:])?claude"), ANTHROPIC_MESSAGES)
                    (re.compile(r"^(openai[./:])?(gpt|o\d|chatgpt)"), OPENAI_CHAT))  # fmt: skip
 
 
-def provider_api(attrs: Mapping[str, Any], model: str | None) -> str | None:
-    """The API a call went to: from its provider's name, else from its model's family; None: unknown."""
-    for key in _PROVIDER_KEYS:
-        name = str(attrs.get(key) or "").lower()
+def provider_api(attrs: Mapping[str, Any], model: str | None) -> tuple[str | None, str | None]:
+    """The API a call went to and the model id it sent: a routed name's provider wins
+    (``anthropic/claude-…`` through LiteLLM is the Anthropic API, sent as ``claude-…``;
+    ``ledger.model_names``), then the span's provider, then the model's family; None: unknown."""
+    said = next((str(attrs[k]).lower() for k in _PROVIDER_KEYS if attrs.get(k)), "")
+    provider, model_id = resolve(said, model) if model else (said, model)
+    for name in (provider, *(str(attrs.get(k) or "").lower() for k in _PROVIDER_KEYS)):
         if name in _ANTHROPIC_PROVIDERS:
-            return ANTHROPIC_MESSAGES
+            return ANTHROPIC_MESSAGES, model_id
         if name in _OPENAI_PROVIDERS:
-            return OPENAI_CHAT
+            return OPENAI_CHAT, model_id
     for pattern, api in _MODEL_FAMILIES:
-        if model and pattern.match(model.lower()):
-            return api
-    return None
+        if model_id and pattern.match(model_id.lower()):
+            return api, model_id
+    return None, model_id
 
 
 def wire_request(payload: Mapping[str, Any] | None, attrs: Mapping[str, Any]) -> WireRequest | None:
@@ -124,14 +130,17 @@ def wire_request(payload: Mapping[str, Any] | None, attrs: Mapping[str, Any]) ->
     and its span's ``attrs``; None when neither reports a request or the provider is unknown."""
     payload = dict(payload or {})
     model = payload.get("model") or attrs.get(c.REQUEST_MODEL) or attrs.get("llm.model_name")
-    api = provider_api(attrs, str(model) if model else None)
+    api, model_id = provider_api(attrs, str(model) if model else None)
     if api is None or not (payload or any(k.startswith(_GENAI_REQUEST) for k in attrs)):
         return None
     rebuild = _Rebuild(api)
-    body = rebuild.body(payload, attrs, model)
+    if model_id != model:  # a router's name: what the source recorded is the router's input, which
+        rebuild.gaps |= {f"messages[].content{_FORM}", f"system{_FORM}"}  # it writes out its own way
+    body = rebuild.body(payload, attrs, model_id)
     fields = _API_FIELDS[api]
     missing = [f for f in fields if f not in body]
-    return WireRequest(api, body, (*missing, *sorted(rebuild.gaps)))
+    gaps = sorted(g for g in rebuild.gaps if re.split(r"[.\[:]", g, maxsplit=1)[0] in body)  # within what is there
+    return WireRequest(api, body, (*missing, *gaps))
 
 
 # --- the rebuild --------------------------------------------------------------------------------
@@ -144,8 +153,8 @@ class _Rebuild:
         fields = _API_FIELDS[self.api]
         if _is_wire(payload, self.api):  # recorded as sent (ours, an SDK call's keyword arguments): kept as is
             body = {k: v for k, v in payload.items() if k not in _CLIENT_OPTIONS}
-        else:  # rebuilt: in the order the API's reference lists its fields
-            content = self._content(payload)
+        else:  # rebuilt: in the order the API's reference lists its fields, the model as the API knows it
+            content = {**self._content(payload), **({"model": model} if model else {})}
             body = {k: content[k] for k in (*fields, *content) if k in content}
         if model and "model" not in body:
             body = {"model": str(model), **body}
@@ -169,6 +178,7 @@ class _Rebuild:
                 body["messages"] = [self._anthropic_message(m) for m in messages]
             if payload.get("tools") is not None:
                 body["tools"] = [self._anthropic_tool(t) for t in _items(payload["tools"])]
+                self._optional_gaps("tools", body["tools"], _ANTHROPIC_TOOL_OPTIONS)
         else:
             out = []
             if system is not None:
@@ -180,6 +190,13 @@ class _Rebuild:
             if payload.get("tools") is not None:
                 body["tools"] = [self._openai_tool(t) for t in _items(payload["tools"])]
         return body
+
+    def _optional_gaps(self, where: str, items: list[Any], options: tuple[str, ...]) -> None:
+        """A rebuilt list's optional keys no item has: the source may have dropped them (flattened
+        attributes carry a tool's name, description and schema only), so they are not reported."""
+        for key in options:
+            if not any(isinstance(item, dict) and key in item for item in items):
+                self.gaps.add(f"{where}[].{key}")
 
     # -- Anthropic Messages -----------------------------------------------------------------------
     def _anthropic_system(self, system: Any) -> Any:
@@ -283,7 +300,6 @@ class _Rebuild:
             return tool
         if "input_schema" in tool or tool.get("type", "custom") not in ("custom", "function"):
             return dict(tool)  # the API's own shape, or a server tool: as recorded
-        self.gaps |= {"tools[].cache_control", "tools[].type"}
         fn = tool["function"] if isinstance(tool.get("function"), dict) else tool
         out = {"name": fn.get("name"), "description": fn.get("description"),
                "input_schema": json_value(fn.get("parameters", fn.get("input_schema")))}  # fmt: skip
@@ -323,6 +339,9 @@ class _Rebuild:
 
 
 _CONTENT = ("system", "messages", "tools")
+# A custom tool's optional keys (Messages API reference): absent from a rebuilt tool, not reported.
+# ``input_schema`` too: a source may record a tool without its schema (``"parameters": null``).
+_ANTHROPIC_TOOL_OPTIONS = ("input_schema", "type", "cache_control", "strict", "defer_loading", "input_examples")
 # An SDK call's keyword arguments that configure the client, never part of the body it sends.
 _CLIENT_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout", "betas"})
 _SYSTEM_ROLES = ("system", "developer")

@@ -148,22 +148,40 @@ def _record(config: Config, outcome: dict[str, Any]) -> None:
     (RESULTS / f"{config.id}.json").write_text(json.dumps(row, indent=1, default=str))
 
 
-# Where a framework's recorded request cannot be rebuilt into what it sent: config id -> why (strict:
-# the day the rebuild equals the wire request, the entry must go). Checked after the charges.
+# Where a framework's recorded request cannot be rebuilt into what it sent: config id -> why. Checked
+# after the charges, then reported as an xfail; strict: the day the rebuild equals the wire request,
+# the test fails until the entry goes.
 _PYDANTIC_AI_FRAMING = (
     "the system prompt sent starts with a block the source never records: pydantic-ai-slim 2.78.0 prepends its "
     "framing announcement (pydantic_ai/models/__init__.py:3086, text from pydantic_ai/_framing.py:389) after "
     "gen_ai.system_instructions are taken; every other field it records equals the wire request"
 )
 REQUEST_GAPS: dict[str, str] = {
-    f"pydantic-ai-{name}": _PYDANTIC_AI_FRAMING for name in ("v6", "v5", "v6-no-sdk-spans", "1h")
+    **{f"pydantic-ai-{name}": _PYDANTIC_AI_FRAMING for name in ("v6", "v5", "v6-no-sdk-spans", "1h")},
+    "langgraph-openllmetry-openllmetry": "the assistant turn that called the tool is recorded with an extra text "
+    "part: opentelemetry-instrumentation-langchain 0.62.4 writes langchain-anthropic's tool_use content block as a "
+    "text part holding its JSON (opentelemetry/instrumentation/langchain/span_utils.py:119) and then the same call "
+    "again as a tool_call part from the message's tool_calls (:296); the text part cannot be told from one sent",
 }
+# The fields the fake received that each configuration's source never reports: the rebuild names exactly
+# these (a source that drops one more, or a rebuild that loses one, turns the test red).
+UNREPORTED: dict[str, set[str]] = {
+    **{f"pydantic-ai-{name}": {"tool_choice"} for name in ("v6", "v5", "1h")},
+    "pydantic-ai-v6-no-sdk-spans": {"max_tokens", "stream", "tool_choice"},  # the SDK's spans said those two
+    **{f"strands-{name}": {"max_tokens", "stream", "tools"} for name in ("async", "async-classic-stream")},
+    **{f"langgraph-openinference-{name}": {"stream"} for name in ("openinference-no-sdk-spans",
+                                                                    "openinference-no-sdk-spans-classic-stream")},
+    "langgraph-openllmetry-openllmetry": set(),
+    "litellm-latest": {"max_tokens", "tools"},
+    "google-adk-native": {"max_tokens", "messages", "stream", "system"},  # its spans carry no message content
+}  # fmt: skip
 
 
-def _request_differences(db: Path, billed: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def _request_differences(db: Path, billed: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """Each billed call's request as ``context --turn N --show request`` rebuilds it, against the body
     the fake received, as JSON values: one line per call whose rebuild differs in a field the source
-    reported (``ledger.wire_request.comparable``), and each call's fields not reported."""
+    reported (``ledger.wire_request.comparable``), and the fields sent that the rebuilds name as not
+    reported (each named in its call's list, or it would be a difference)."""
     turns = []
     with duckdb.connect(str(db), read_only=True) as con:
         for (trace_id,) in con.execute("SELECT trace_id FROM runs ORDER BY started_at").fetchall():
@@ -171,16 +189,31 @@ def _request_differences(db: Path, billed: list[dict[str, Any]]) -> tuple[list[s
                 turns.append(load_turn(con, trace_id, str(span_id)))
     if len(turns) != len(billed):
         return [f"{len(turns)} turns in the ledger for {len(billed)} billed calls"], []
-    differences, not_reported = [], []
+    differences: list[str] = []
+    not_reported: set[str] = set()
     for n, (turn, sent) in enumerate(zip(turns, billed, strict=True), 1):
         wire = turn.wire if turn is not None else None
         if wire is None:
             differences.append(f"call {n}: no request rebuilt")
             continue
-        not_reported.append(list(wire.not_reported))
+        not_reported |= {k for k in sent if k not in wire.body}
         want = comparable(sent, wire.not_reported)
-        differences += [f"call {n}: {k} differs" for k in {*want, *wire.body} if want.get(k) != wire.body.get(k)]
-    return differences, not_reported
+        differences += [f"call {n}: {_first_difference(want, wire.body)}"] if want != wire.body else []
+    return differences, sorted(not_reported)
+
+
+def _first_difference(sent: Any, rebuilt: Any, path: str = "") -> str:
+    """Where two JSON values first differ, as ``path: sent != rebuilt``."""
+    if isinstance(sent, dict) and isinstance(rebuilt, dict):
+        for key in [*sent, *(k for k in rebuilt if k not in sent)]:
+            if key not in sent or key not in rebuilt:
+                return f"{path}.{key}: {'absent' if key not in sent else 'sent'} but {'absent' if key not in rebuilt else 'rebuilt'}"
+            if sent[key] != rebuilt[key]:
+                return _first_difference(sent[key], rebuilt[key], f"{path}.{key}")
+    if isinstance(sent, list) and isinstance(rebuilt, list) and len(sent) == len(rebuilt):
+        i = next(i for i, (a, b) in enumerate(zip(sent, rebuilt, strict=True)) if a != b)
+        return _first_difference(sent[i], rebuilt[i], f"{path}[{i}]")
+    return f"{path}: {json.dumps(sent)[:120]} != {json.dumps(rebuilt)[:120]}"
 
 
 def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
@@ -230,18 +263,21 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
     if config.flagged:  # one charge per billed call, each one it cannot get right flagged
         assert len(charges) == len(want)
         assert wrong and all(c[6] for c in wrong), wrong
-        _check_requests(config, differences)
+        _check_requests(config, differences, not_reported)
         return
     assert charges == want
     assert seen["total_usd"] == truth
-    _check_requests(config, differences)
+    _check_requests(config, differences, not_reported)
 
 
-def _check_requests(config: Config, differences: list[str]) -> None:
+def _check_requests(config: Config, differences: list[str], not_reported: list[str]) -> None:
     """Every billed call's rebuilt request equals what the fake received in each field the source
-    reported, and names the rest; a known gap (``REQUEST_GAPS``) must still be one."""
+    reported, and names exactly the rest; a known gap (``REQUEST_GAPS``) must still be one."""
+    assert config.id in UNREPORTED, f"{config.id}: fields sent but not reported: {not_reported}"
+    assert not_reported == sorted(UNREPORTED[config.id])
     gap = REQUEST_GAPS.get(config.id)
     if gap is None:
         assert differences == []
-    else:
+    else:  # a strict xfail, declared after every other check passed: the charges stay asserted
         assert differences, f"{config.id} now rebuilds every request: remove its REQUEST_GAPS entry ({gap})"
+        pytest.xfail(f"request rebuild: {gap} ({differences[0][:160]})")
