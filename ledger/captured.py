@@ -5,8 +5,11 @@ as one JSON body (``turnledger.request.body``), the current GenAI conventions as
 ``gen_ai.input.messages`` / ``gen_ai.system_instructions`` / ``gen_ai.tool.definitions``
 (attributes, or events on older instrumentations), OpenInference as its SDK call's
 keyword arguments (``input.value``) or as flattened ``llm.input_messages.N.…``
-attributes. ``captured_payload`` rebuilds one payload from any of them; ingest
-moves those attributes to the content store (``ledger.content``).
+attributes (preferred to ``input.value`` when that is a framework's own serialization,
+such as LangChain's ``{"lc": 1, ...}`` objects). ``captured_payload`` gathers one
+payload from any of them; ingest moves those attributes to the content store
+(``ledger.content``), and ``ledger.wire_request`` turns the payload and the span's
+other attributes into the provider's wire request when it is read.
 
 What the model answered is found the same way (``captured_response``): the GenAI
 ``gen_ai.output.messages`` (ours: provider-native content blocks, with each

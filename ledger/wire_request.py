@@ -140,6 +140,9 @@ def wire_request(payload: Mapping[str, Any] | None, attrs: Mapping[str, Any]) ->
     fields = _API_FIELDS[api]
     missing = [f for f in fields if f not in body]
     gaps = sorted(g for g in rebuild.gaps if re.split(r"[.\[:]", g, maxsplit=1)[0] in body)  # within what is there
+    for gap in gaps:  # where a lone text's form is not reported, the rebuild writes text blocks
+        if gap.endswith(_FORM):
+            body = _walk(body, gap[: -len(_FORM)].split("."), _as_blocks)
     return WireRequest(api, body, (*missing, *gaps))
 
 
