@@ -303,7 +303,12 @@ def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> Ca
     turn = _captured_turn(con, content_trace, row)
     # The request's parameters: the span that captured the content, then the asked one's over them
     # (a provider SDK's span beside a framework's reports what the client itself set).
-    attrs = {**_span_attributes(con, content_trace, content_span), **_span_attributes(con, trace_id, span_id)}
+    if content_trace == trace_id:  # one read of the run's spans for both (the usual case)
+        spans = _span_attributes(con, trace_id, (content_span, span_id))
+        attrs = {**spans[content_span], **spans[span_id]}
+    else:
+        attrs = {**_span_attributes(con, content_trace, (content_span,))[content_span],
+                 **_span_attributes(con, trace_id, (span_id,))[span_id]}  # fmt: skip
     return CapturedTurn(turn.request, turn.response, wire_request(turn.request, attrs))
 
 
@@ -325,11 +330,17 @@ def _turn_row(
     return (trace_id, span_id), row
 
 
-def _span_attributes(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> dict[str, Any]:
-    rows = con.execute("SELECT span_id, attributes FROM spans WHERE trace_id = ?", [trace_id]).fetchall()
-    text = next((attributes for sid, attributes in rows if sid == span_id), None)  # one equality: the trace index
-    attrs = json.loads(text) if text else {}
-    return attrs if isinstance(attrs, dict) else {}
+def _span_attributes(
+    con: duckdb.DuckDBPyConnection, trace_id: str, span_ids: tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """These spans' stored attributes (content moved out), by span id: {} for one not found."""
+    out: dict[str, dict[str, Any]] = {sid: {} for sid in span_ids}
+    # One equality (the trace index); the spans are picked out here.
+    for sid, text in con.execute("SELECT span_id, attributes FROM spans WHERE trace_id = ?", [trace_id]).fetchall():
+        if sid in out and text:
+            attrs = json.loads(text)
+            out[sid] = attrs if isinstance(attrs, dict) else {}
+    return out
 
 
 def _captured_turn(con: duckdb.DuckDBPyConnection, trace_id: str, row: tuple[Any, ...]) -> CapturedTurn:
