@@ -19,6 +19,7 @@ from collector.client import make_source
 from ledger import queries as q
 from ledger.errors import TurnledgerError
 from ledger.sources import SourceSpec
+from ledger.wire_request import WireRequest
 
 from .data import CACHE_TTL_S
 
@@ -101,17 +102,26 @@ def _context(where: SourceSpec, gen: int, trace_id: str, span_id: str) -> dict[s
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=64)
-def _response(where: SourceSpec, gen: int, trace_id: str, span_id: str) -> Any:
+def _turn(where: SourceSpec, gen: int, trace_id: str, span_id: str) -> tuple[Any, WireRequest | None]:
     del gen
     turn = make_source(where).turn(trace_id, span_id)
-    return turn.response if turn is not None else None
+    return (turn.response, turn.wire) if turn is not None else (None, None)
 
 
 def response(trace_id: str, span_id: str) -> Any:
     """What the model answered on one model-call span (its output messages), or None."""
     where = spec()
     try:
-        return _response(where, generation(), trace_id, span_id)
+        return _turn(where, generation(), trace_id, span_id)[0]
+    except Exception as exc:
+        raise _explain(exc, where) from exc
+
+
+def wire_request(trace_id: str, span_id: str) -> WireRequest | None:
+    """One model-call span's request in its provider's wire format (``ledger.wire_request``), or None."""
+    where = spec()
+    try:
+        return _turn(where, generation(), trace_id, span_id)[1]
     except Exception as exc:
         raise _explain(exc, where) from exc
 

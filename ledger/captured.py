@@ -5,8 +5,11 @@ as one JSON body (``turnledger.request.body``), the current GenAI conventions as
 ``gen_ai.input.messages`` / ``gen_ai.system_instructions`` / ``gen_ai.tool.definitions``
 (attributes, or events on older instrumentations), OpenInference as its SDK call's
 keyword arguments (``input.value``) or as flattened ``llm.input_messages.N.…``
-attributes. ``captured_payload`` rebuilds one payload from any of them; ingest
-moves those attributes to the content store (``ledger.content``).
+attributes (preferred to ``input.value`` when that is a framework's own serialization,
+such as LangChain's ``{"lc": 1, ...}`` objects). ``captured_payload`` gathers one
+payload from any of them; ingest moves those attributes to the content store
+(``ledger.content``), and ``ledger.wire_request`` turns the payload and the span's
+other attributes into the provider's wire request when it is read.
 
 What the model answered is found the same way (``captured_response``): the GenAI
 ``gen_ai.output.messages`` (ours: provider-native content blocks, with each
@@ -159,11 +162,16 @@ def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
     if c.REQUEST_BODY in a:
         body = json_value(a[c.REQUEST_BODY])
         return body if isinstance(body, dict) else {"body": body}
-    # OpenInference records the SDK call's keyword arguments as input.value: the exact request.
+    # OpenInference records the call's input as input.value: on a provider SDK's span its keyword
+    # arguments (the exact request), on a framework's its own serialization (LangChain's
+    # {"lc": 1, ...} objects), which the flattened llm.input_messages.* say in provider terms.
+    framework_input: dict[str, Any] | None = None
     if _OPENINFERENCE_INPUT in a and "json" in str(a.get(_OPENINFERENCE_INPUT_MIME, "")).lower():
         body = json_value(a[_OPENINFERENCE_INPUT])
         if isinstance(body, dict) and "messages" in body:
-            return body
+            if _provider_messages(body["messages"]):
+                return body
+            framework_input = body
     payload: dict[str, Any] = {}
     model = a.get(c.REQUEST_MODEL) or a.get("llm.model_name")
     if c.SYSTEM_INSTRUCTIONS in a:
@@ -178,8 +186,13 @@ def captured_payload(span: SpanRecord) -> dict[str, Any] | None:
         for key, value in _event_content(span).items():
             payload.setdefault(key, value)
     if not payload:
-        return None
+        return framework_input
     return {"model": str(model), **payload} if model else payload
+
+
+def _provider_messages(messages: Any) -> bool:
+    """A list of provider-shaped messages (each an object with a role), not a framework's serialization."""
+    return isinstance(messages, list) and all(isinstance(m, dict) and "role" in m for m in messages)
 
 
 def content_keys(keys: tuple[str, ...], openinference_kind: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:

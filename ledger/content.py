@@ -45,6 +45,7 @@ import orjson
 from .captured import captured_response, json_value
 from .redact import Redactor
 from .tables import table
+from .wire_request import WireRequest, wire_request
 
 if TYPE_CHECKING:  # the decoder processes build content rows and never load DuckDB
     import duckdb
@@ -275,10 +276,13 @@ def trace_attributes(con: duckdb.DuckDBPyConnection, trace_id: str) -> dict[str,
 
 @dataclass(frozen=True, slots=True)
 class CapturedTurn:
-    """One model call's captured request payload and response (each None when not captured)."""
+    """One model call's captured request payload and response (each None when not captured), and
+    the request rebuilt in its provider's wire format (``ledger.wire_request``; None: no request
+    reported, or its provider unknown)."""
 
     request: dict[str, Any] | None
     response: Any
+    wire: WireRequest | None = None
 
 
 def _context_row(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> tuple[Any, ...] | None:
@@ -286,11 +290,32 @@ def _context_row(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) ->
 
 
 def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> CapturedTurn | None:
-    """The exact request and response captured for one model-call span, or None if neither was.
+    """The exact request and response captured for one model-call span, or None if neither was,
+    with the request rebuilt in its provider's wire format (``ledger.wire_request``).
 
     A span that captured none but reports a billed call another span captured
     (``ledger.dedup``: the SDK's own span beside an instrumentation's) gives that one's.
     """
+    found = _turn_row(con, trace_id, span_id)
+    if found is None:
+        return None
+    (content_trace, content_span), row = found
+    turn = _captured_turn(con, content_trace, row)
+    # The request's parameters: the span that captured the content, then the asked one's over them
+    # (a provider SDK's span beside a framework's reports what the client itself set).
+    if content_trace == trace_id:  # one read of the run's spans for both (the usual case)
+        spans = _span_attributes(con, trace_id, (content_span, span_id))
+        attrs = {**spans[content_span], **spans[span_id]}
+    else:
+        attrs = {**_span_attributes(con, content_trace, (content_span,))[content_span],
+                 **_span_attributes(con, trace_id, (span_id,))[span_id]}  # fmt: skip
+    return CapturedTurn(turn.request, turn.response, wire_request(turn.request, attrs))
+
+
+def _turn_row(
+    con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str
+) -> tuple[tuple[str, str], tuple[Any, ...]] | None:
+    """The ``contexts`` row holding a call's content, and the span it belongs to (``load_turn``)."""
     row = _context_row(con, trace_id, span_id)
     if row is None:
         from .dedup import copy_with_context  # here: ledger.rows imports this module where DuckDB is never loaded
@@ -302,6 +327,23 @@ def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> Ca
         row = _context_row(con, trace_id, span_id)
         if row is None:
             return None
+    return (trace_id, span_id), row
+
+
+def _span_attributes(
+    con: duckdb.DuckDBPyConnection, trace_id: str, span_ids: tuple[str, ...]
+) -> dict[str, dict[str, Any]]:
+    """These spans' stored attributes (content moved out), by span id: {} for one not found."""
+    out: dict[str, dict[str, Any]] = {sid: {} for sid in span_ids}
+    # One equality (the trace index); the spans are picked out here.
+    for sid, text in con.execute("SELECT span_id, attributes FROM spans WHERE trace_id = ?", [trace_id]).fetchall():
+        if sid in out and text:
+            attrs = json.loads(text)
+            out[sid] = attrs if isinstance(attrs, dict) else {}
+    return out
+
+
+def _captured_turn(con: duckdb.DuckDBPyConnection, trace_id: str, row: tuple[Any, ...]) -> CapturedTurn:
     envelope, response_refs = json.loads(row[0]), row[4]
     system, tools = (bytes(key) if key is not None else None for key in row[1:3])
     message_blocks = _message_keys(row[3] or "")
@@ -322,11 +364,11 @@ def load_turn(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> Ca
 
 def load_context(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> dict[str, Any] | None:
     """The exact request payload captured for one model-call span, or None if none was (``load_turn``)."""
-    turn = load_turn(con, trace_id, span_id)
-    return turn.request if turn is not None else None
+    found = _turn_row(con, trace_id, span_id)
+    return _captured_turn(con, found[0][0], found[1]).request if found is not None else None
 
 
 def load_response(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> Any:
     """What the model answered on one model-call span (its output messages), or None if not captured."""
-    turn = load_turn(con, trace_id, span_id)
-    return turn.response if turn is not None else None
+    found = _turn_row(con, trace_id, span_id)
+    return _captured_turn(con, found[0][0], found[1]).response if found is not None else None

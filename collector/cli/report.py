@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import ContextNotCaptured, UnknownRun
+from ledger.wire_request import WireRequest
 
 from .args import add_filters, add_source, filters_of, reading
 
@@ -57,8 +59,15 @@ def add_context(p: argparse.ArgumentParser) -> None:
         "--show",
         choices=_SHOW,
         default="both",
-        help="with --turn: the request as sent, the response as answered, or both as "
-        '{"request": ..., "response": ...} (default: both)',
+        help="with --turn: the request in its provider's wire format (rebuilt from what the source recorded; "
+        "the fields it did not report are named on stderr), the response as answered, both as "
+        '{"request": ..., "response": ..., "not_reported": [...]}, or the request as the source recorded it '
+        "(default: both)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='with --show request: {"api": ..., "request": ..., "not_reported": [...]} on stdout',
     )
     add_source(p)
 
@@ -99,11 +108,18 @@ def cmd_context(a: argparse.Namespace) -> int:
                 )
             return 0
         doc = _turn_document(source, trace_id, turns, a.turn, a.show)
+    if a.show == "request" and isinstance(doc, WireRequest):
+        if not a.json:
+            if doc.not_reported:
+                print(f"not reported by the source: {', '.join(doc.not_reported)}", file=sys.stderr)
+            doc = doc.body
+        else:
+            doc = doc.as_json()
     print(json.dumps(doc, indent=2, ensure_ascii=False))
     return 0
 
 
-_SHOW = ("request", "response", "both")
+_SHOW = ("request", "response", "both", "recorded")
 
 
 def _run_overview(source: Source, trace_id: str) -> str:
@@ -143,12 +159,22 @@ def _run_overview(source: Source, trace_id: str) -> str:
 
 
 def _turn_document(source: Source, trace_id: str, turns: pd.DataFrame, turn: int, show: str) -> Any:
-    """What ``context --turn N --show …`` prints; an actionable error when that part was not captured."""
-    if show == "request":
+    """What ``context --turn N --show …`` prints; an actionable error when that part was not captured.
+
+    The request is the one rebuilt in its provider's wire format (``ledger.wire_request``) where the
+    provider is known; otherwise, as with ``--show recorded``, the payload as the source recorded it."""
+    if show == "recorded":
         return _turn_payload(source, trace_id, turns, turn)
     _check_turn(trace_id, turns, turn)
     captured = source.turn(trace_id, str(turns.iloc[turn - 1]["span_id"]))
+    if show == "request":
+        if captured is not None and captured.wire is not None:
+            return captured.wire
+        return _turn_payload(source, trace_id, turns, turn)
     request, response = (captured.request, captured.response) if captured is not None else (None, None)
+    wire = captured.wire if captured is not None else None
+    if wire is not None:
+        return {"request": wire.body, "response": response, "not_reported": list(wire.not_reported)}
     if show == "response":
         if response is None:
             raise ContextNotCaptured(

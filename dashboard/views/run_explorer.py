@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard import ui
 from dashboard.analysis import payload_components
-from dashboard.loaders import context, load, response
+from dashboard.loaders import context, load, response, wire_request
 from dashboard.pricebook import cache_minimum
 from dashboard.ui import ALL, count, first_row, metric, pct, usd
 from dashboard.views import judgments, waterfall
@@ -303,8 +303,16 @@ def _context(trace_id: str, turns: pd.DataFrame, checks: list[Any]) -> None:
             key="components",
         )
     with right:
-        text = payload_json(payload)
-        st.caption("The request exactly as sent (after redaction), as JSON text. Copy with the icon, or download.")
+        wire = wire_request(trace_id, str(row["span_id"]))
+        text = payload_json(wire.body if wire is not None else payload)
+        if wire is None:
+            st.caption("The request as the source recorded it (after redaction), as JSON text; its provider is "
+                       "not known, so it is not rebuilt in a wire format. Copy with the icon, or download.")  # fmt: skip
+        else:
+            st.caption(f"The request in the {wire.api} wire format, rebuilt from what the source recorded (after "
+                       "redaction), as JSON text. Copy with the icon, or download.")  # fmt: skip
+            if wire.not_reported:
+                st.caption("Not reported by the source, so not in the dump: " + ", ".join(wire.not_reported))
         st.code(text, language="json", wrap_lines=True, height=460)
         st.download_button(
             "Download JSON",

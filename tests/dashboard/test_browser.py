@@ -427,8 +427,10 @@ def test_from_the_long_tail_to_the_request_and_response_of_the_most_expensive_tu
         con.close()
     assert captured is not None and captured.request is not None and captured.response is not None
     blocks = _code_blocks(page)
-    # The request and the answer exactly as stored, each in its own code block.
-    assert " ".join(payload_json(captured.request).split()) in blocks
+    # The request in its provider's wire format (ours recorded the body as sent: the same) and the
+    # answer exactly as stored, each in its own code block.
+    assert captured.wire is not None and captured.wire.body == captured.request
+    assert " ".join(payload_json(captured.wire.body).split()) in blocks
     assert " ".join(payload_json(captured.response).split()) in blocks
     assert "parcel 12345" in payload_json(captured.response)
     _check(page, charts=page.locator(".js-plotly-plot").count())

@@ -29,7 +29,10 @@ import duckdb
 import pytest
 from genai_prices import extract_usage
 
+from ledger import queries as q
+from ledger.content import load_turn
 from ledger.report import build_report
+from ledger.wire_request import comparable
 from tests.fakes.anthropic_server import FakeAnthropicServer, FakeError, FakeReply, Script, api_usage
 
 from .conftest import INSTALLED, Serve, venv_dir
@@ -145,6 +148,74 @@ def _record(config: Config, outcome: dict[str, Any]) -> None:
     (RESULTS / f"{config.id}.json").write_text(json.dumps(row, indent=1, default=str))
 
 
+# Where a framework's recorded request cannot be rebuilt into what it sent: config id -> why. Checked
+# after the charges, then reported as an xfail; strict: the day the rebuild equals the wire request,
+# the test fails until the entry goes.
+_PYDANTIC_AI_FRAMING = (
+    "the system prompt sent starts with a block the source never records: pydantic-ai-slim 2.78.0 prepends its "
+    "framing announcement (pydantic_ai/models/__init__.py:3086, text from pydantic_ai/_framing.py:389) after "
+    "gen_ai.system_instructions are taken; every other field it records equals the wire request"
+)
+REQUEST_GAPS: dict[str, str] = {
+    **{f"pydantic-ai-{name}": _PYDANTIC_AI_FRAMING for name in ("v6", "v5", "v6-no-sdk-spans", "1h")},
+    "langgraph-openllmetry-openllmetry": "the assistant turn that called the tool is recorded with an extra text "
+    "part: opentelemetry-instrumentation-langchain 0.62.4 writes langchain-anthropic's tool_use content block as a "
+    "text part holding its JSON (opentelemetry/instrumentation/langchain/span_utils.py:119) and then the same call "
+    "again as a tool_call part from the message's tool_calls (:296); the text part cannot be told from one sent",
+}
+# The fields the fake received that each configuration's source never reports: the rebuild names exactly
+# these (a source that drops one more, or a rebuild that loses one, turns the test red).
+UNREPORTED: dict[str, set[str]] = {
+    **{f"pydantic-ai-{name}": {"tool_choice"} for name in ("v6", "v5", "1h")},
+    "pydantic-ai-v6-no-sdk-spans": {"max_tokens", "stream", "tool_choice"},  # the SDK's spans said those two
+    **{f"strands-{name}": {"max_tokens", "stream", "tools"} for name in ("async", "async-classic-stream")},
+    **{f"langgraph-openinference-{name}": {"stream"} for name in ("openinference-no-sdk-spans",
+                                                                    "openinference-no-sdk-spans-classic-stream")},
+    "langgraph-openllmetry-openllmetry": set(),
+    "litellm-latest": {"max_tokens", "tools"},
+    "google-adk-native": {"max_tokens", "messages", "stream", "system"},  # its spans carry no message content
+}  # fmt: skip
+
+
+def _request_differences(db: Path, billed: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Each billed call's request as ``context --turn N --show request`` rebuilds it, against the body
+    the fake received, as JSON values: one line per call whose rebuild differs in a field the source
+    reported (``ledger.wire_request.comparable``), and the fields sent that the rebuilds name as not
+    reported (each named in its call's list, or it would be a difference)."""
+    turns = []
+    with duckdb.connect(str(db), read_only=True) as con:
+        for (trace_id,) in con.execute("SELECT trace_id FROM runs ORDER BY started_at").fetchall():
+            for span_id in q.run(con, q.run_turns(trace_id))["span_id"]:
+                turns.append(load_turn(con, trace_id, str(span_id)))
+    if len(turns) != len(billed):
+        return [f"{len(turns)} turns in the ledger for {len(billed)} billed calls"], []
+    differences: list[str] = []
+    not_reported: set[str] = set()
+    for n, (turn, sent) in enumerate(zip(turns, billed, strict=True), 1):
+        wire = turn.wire if turn is not None else None
+        if wire is None:
+            differences.append(f"call {n}: no request rebuilt")
+            continue
+        not_reported |= {k for k in sent if k not in wire.body}
+        want = comparable(sent, wire.not_reported)
+        differences += [f"call {n}: {_first_difference(want, wire.body)}"] if want != wire.body else []
+    return differences, sorted(not_reported)
+
+
+def _first_difference(sent: Any, rebuilt: Any, path: str = "") -> str:
+    """Where two JSON values first differ, as ``path: sent != rebuilt``."""
+    if isinstance(sent, dict) and isinstance(rebuilt, dict):
+        for key in [*sent, *(k for k in rebuilt if k not in sent)]:
+            if key not in sent or key not in rebuilt:
+                return f"{path}.{key}: {'absent' if key not in sent else 'sent'} but {'absent' if key not in rebuilt else 'rebuilt'}"
+            if sent[key] != rebuilt[key]:
+                return _first_difference(sent[key], rebuilt[key], f"{path}.{key}")
+    if isinstance(sent, list) and isinstance(rebuilt, list) and len(sent) == len(rebuilt):
+        i = next(i for i, (a, b) in enumerate(zip(sent, rebuilt, strict=True)) if a != b)
+        return _first_difference(sent[i], rebuilt[i], f"{path}[{i}]")
+    return f"{path}: {json.dumps(sent)[:120]} != {json.dumps(rebuilt)[:120]}"
+
+
 def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
     """Runs the configuration's agent and asserts the ledger against the fake's record."""
     started = time.monotonic()
@@ -174,6 +245,8 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
     charges = sorted(c[:6] for c in seen["charges"])
     ledger_usd = sum((c[5] for c in charges), Decimal(0))
     wrong = [c for c in seen["charges"] if c[:6] not in want]
+    sent = [e.body for e in exchanges if e.status == 200 and e.path == "/v1/messages"]
+    differences, not_reported = _request_differences(serve.db, sent)
     _record(config, {
         "billed_calls": len(billed), "charges": len(charges), "flagged_charges": sum(c[6] for c in seen["charges"]),
         "truth_usd": truth, "ledger_usd": ledger_usd, "report_usd": seen["total_usd"], "runs": seen["runs"],
@@ -181,6 +254,7 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
         "wrong_unflagged": sum(not c[6] for c in wrong),
         "test_s": round(time.monotonic() - started, 1), "seen": seen["charges"], "want": want,
         "exchanges": [(e.path, e.status, e.body.get("stream", False), len(e.body.get("messages", []))) for e in exchanges],
+        "request_differences": differences, "not_reported": not_reported,
     })  # fmt: skip
     assert seen["runs"] == config.runs
     if config.no_model_calls:  # nothing to charge: every run that called a tool is named, none is a $0 run
@@ -192,7 +266,22 @@ def check(config: Config, python: Path, serve: Serve, tmp_path: Path) -> None:
         errors = [c[8] for c in wrong]
         if all(e is not None for e in errors):  # within the largest error the flags claim
             assert abs(truth - ledger_usd) <= sum(errors), (truth, ledger_usd, errors)
+        _check_requests(config, differences, not_reported)
         return
     assert charges == want
     assert not [c for c in seen["charges"] if c[6]]  # exact, and not flagged as possibly wrong either
     assert seen["total_usd"] == truth
+    _check_requests(config, differences, not_reported)
+
+
+def _check_requests(config: Config, differences: list[str], not_reported: list[str]) -> None:
+    """Every billed call's rebuilt request equals what the fake received in each field the source
+    reported, and names exactly the rest; a known gap (``REQUEST_GAPS``) must still be one."""
+    assert config.id in UNREPORTED, f"{config.id}: fields sent but not reported: {not_reported}"
+    assert not_reported == sorted(UNREPORTED[config.id])
+    gap = REQUEST_GAPS.get(config.id)
+    if gap is None:
+        assert differences == []
+    else:  # a strict xfail, declared after every other check passed: the charges stay asserted
+        assert differences, f"{config.id} now rebuilds every request: remove its REQUEST_GAPS entry ({gap})"
+        pytest.xfail(f"request rebuild: {gap} ({differences[0][:160]})")
