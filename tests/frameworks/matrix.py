@@ -162,6 +162,9 @@ REQUEST_GAPS: dict[str, str] = {
     "part: opentelemetry-instrumentation-langchain 0.62.4 writes langchain-anthropic's tool_use content block as a "
     "text part holding its JSON (opentelemetry/instrumentation/langchain/span_utils.py:119) and then the same call "
     "again as a tool_call part from the message's tool_calls (:296); the text part cannot be told from one sent",
+    "openai-agents-openinference": "the system prompt's cache_control breakpoint is sent but not recorded: the "
+    "OpenInference span holds the agent's instructions as a plain system message, without the content block the "
+    "LiteLLM model class sends, so the rebuild cannot tell the breakpoint was there (not yet named as unreported)",
 }
 # The fields the fake received that each configuration's source never reports: the rebuild names exactly
 # these (a source that drops one more, or a rebuild that loses one, turns the test red).
@@ -174,6 +177,7 @@ UNREPORTED: dict[str, set[str]] = {
     "langgraph-openllmetry-openllmetry": set(),
     "litellm-latest": {"max_tokens", "tools"},
     "google-adk-native": {"max_tokens", "messages", "stream", "system"},  # its spans carry no message content
+    "openai-agents-openinference": {"max_tokens", "stream", "tools"},
 }  # fmt: skip
 
 
