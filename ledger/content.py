@@ -50,7 +50,24 @@ from .wire_request import WireRequest, wire_request
 if TYPE_CHECKING:  # the decoder processes build content rows and never load DuckDB
     import duckdb
 
-__all__ = ["CapturedTurn", "ContextRows", "load_context", "load_response", "load_turn", "trace_attributes"]
+__all__ = [
+    "CAPTURE_SETTINGS",
+    "CapturedTurn",
+    "ContextRows",
+    "load_context",
+    "load_response",
+    "load_turn",
+    "trace_attributes",
+]
+
+# Where message content is switched on, by who produces the spans: most users do not run our harness,
+# so naming only TURNLEDGER_CAPTURE sent them looking for a setting their agent never reads.
+CAPTURE_SETTINGS = (
+    "turn message capture on where the spans come from: OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true "
+    "(OpenTelemetry GenAI instrumentations), TRACELOOP_TRACE_CONTENT=true (OpenLLMetry), OPENINFERENCE_HIDE_INPUTS "
+    "and _OUTPUTS unset (OpenInference), OTEL_LOG_USER_PROMPTS=1 (Claude Code), TURNLEDGER_CAPTURE=redacted "
+    "(turnledger's harness, the default); docs/frameworks.md gives each framework's setup"
+)
 
 _SPLIT_KEYS = ("system", "tools", "messages")
 

@@ -124,7 +124,8 @@ def test_context_errors_are_actionable(tmp_path, capsys):
     a93 = build("long_tail")[-1].trace_id
     uncaptured = build("openai_style")[-1].trace_id  # the one sample span without a captured request
     assert main(["context", uncaptured, "--turn", "1", "--db", str(db)]) == 2
-    assert "content capture was off" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "content capture was off" in err and "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true" in err  # #31
     assert main(["context", a93, "--turn", "99", "--db", str(db)]) == 2
     assert "has turns 1..40" in capsys.readouterr().err
     assert main(["context", "ffffffffff", "--db", str(db)]) == 2

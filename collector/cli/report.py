@@ -11,6 +11,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ledger.content import CAPTURE_SETTINGS
 from ledger.errors import ContextNotCaptured, UnknownRun
 from ledger.wire_request import WireRequest
 
@@ -179,7 +180,7 @@ def _turn_document(source: Source, trace_id: str, turns: pd.DataFrame, turn: int
         if response is None:
             raise ContextNotCaptured(
                 f"turn {turn} of run {trace_id} was recorded without its response: the producer captured no "
-                "output messages (ours does with TURNLEDGER_CAPTURE=redacted, the default)."
+                f"output messages; {CAPTURE_SETTINGS}."
             )
         return response
     if request is None and response is None:
@@ -258,7 +259,7 @@ def _turn_payload(source: Source, trace_id: str, turns: pd.DataFrame, turn: int)
     payload = source.context(trace_id, str(turns.iloc[turn - 1]["span_id"]))
     if payload is None:
         raise ContextNotCaptured(
-            f"turn {turn} of run {trace_id} was recorded without its request payload: content capture was off. "
-            "Turn it on in the producer (TURNLEDGER_CAPTURE=redacted, the default) and run again."
+            f"turn {turn} of run {trace_id} was recorded without its request payload: content capture was off; "
+            f"{CAPTURE_SETTINGS}, and run again."
         )
     return payload

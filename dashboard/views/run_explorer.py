@@ -20,6 +20,7 @@ from dashboard.views import judgments, waterfall
 from ledger import conventions as conv
 from ledger import queries as q
 from ledger.cache_diagnosis import BROKEN, PREFIX_CHANGED, UNUSED, diagnose, previous_same_call
+from ledger.content import CAPTURE_SETTINGS
 from ledger.runs import STEP_CAP_SHAPE
 from ledger.terms import TERMS, input_token_columns, token_columns
 from ledger.turn_diff import change_summary, payload_diff, payload_json
@@ -37,8 +38,8 @@ EVENT_LABELS = {
     conv.EVENT_HANDOFF: "hand-off",
 }
 CAPTURE_HINT = (
-    "This call was recorded without its request payload: content capture was off in the producer. "
-    "Turn it on (TURNLEDGER_CAPTURE=redacted, the default in the harness) and run again."
+    f"This call was recorded without its request payload: content capture was off in the producer. To see it, "
+    f"{CAPTURE_SETTINGS}, and run again."
 )
 
 
