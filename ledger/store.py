@@ -7,6 +7,8 @@ A target ``ducklake:postgres:<dsn>`` opens a lake instead (team mode), migrated 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -95,17 +97,49 @@ def _upgrade(target: str) -> None:
         writer.close()
 
 
+SERVING_SUFFIX = ".serving"  # beside a ledger file a collector holds: the address it serves it at
+
+
+@contextlib.contextmanager
+def announce_server(db: str | Path, url: str) -> Iterator[None]:
+    """While a collector serves a ledger file, say where beside it, so a command refused the file's lock
+    names the collector's real address (not the default port)."""
+    note = Path(f"{db}{SERVING_SUFFIX}")
+    try:
+        note.write_text(url)
+    except OSError:  # a read-only directory: the refusal then names the default
+        yield
+        return
+    try:
+        yield
+    finally:
+        note.unlink(missing_ok=True)
+
+
+def _served_at(target: str) -> str:
+    try:
+        return Path(f"{target}{SERVING_SUFFIX}").read_text().strip()[:200]
+    except OSError:
+        return ""
+
+
 def _connect(target: str, read_only: bool) -> duckdb.DuckDBPyConnection:
     try:
         return duckdb.connect(target, read_only=read_only, config=_CONFIG)
     except duckdb.IOException as exc:
         if "lock" not in str(exc).lower():
             raise TurnledgerError(f"cannot open ledger {target!r}: {exc}") from None
+        url = _served_at(target)
+        where = (
+            f"`--server {url}` or TURNLEDGER_SERVER={url} (where it serves this ledger)"
+            if url
+            else "`--server URL` or TURNLEDGER_SERVER=URL (the address it printed as it started; "
+            "http://127.0.0.1:4318 unless given --port)"
+        )
         raise LedgerBusy(
             f"cannot open ledger {target!r}: another process holds it ({exc}). If that is `turnledger serve` "
-            "or `turnledger up`, it owns the file: read through it instead, with `--server URL` or "
-            "TURNLEDGER_SERVER=URL (the address it printed as it started; http://127.0.0.1:4318 unless given "
-            "--port), plus TURNLEDGER_TOKEN if it needs a token."
+            f"or `turnledger up`, it owns the file: read through it instead, with {where}, plus TURNLEDGER_TOKEN "
+            "if it needs a token."
         ) from None
     except duckdb.Error as exc:  # a path DuckDB reads as something else (good.json: "in-memory ... read-only")
         raise TurnledgerError(

@@ -10,6 +10,7 @@ the server while it owns the ledger file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -272,6 +273,16 @@ def _start(config: ServerConfig, sweep_interval: float, webhooks: TargetPolicy) 
     return server
 
 
+def _announced(server: CollectorServer) -> contextlib.AbstractContextManager[None]:
+    """While it runs, a file ledger says where it is served (``ledger.store.announce_server``)."""
+    from ledger import lake
+    from ledger.store import announce_server
+
+    if lake.is_lake_target(str(server.db_path)):
+        return contextlib.nullcontext()
+    return announce_server(server.db_path, server.url)
+
+
 def _reach(address: str) -> str:
     """A host a browser on this machine can open for a listening address."""
     if is_loopback(address) or address in ("0.0.0.0", "::", ""):
@@ -317,7 +328,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
     print(f"  auth: {server.auth}", flush=True)
     print("  Ctrl-C stops it.", flush=True)
     try:
-        wait_for_stop()
+        with _announced(server):
+            wait_for_stop()
     finally:
         print("stopping: committing accepted spans and closing the ledger...", file=sys.stderr, flush=True)
         if maintenance is not None:
@@ -404,7 +416,8 @@ def cmd_up(a: argparse.Namespace) -> int:
                 return True
             return False
 
-        wait_for_stop(dashboard_died)
+        with _announced(server):
+            wait_for_stop(dashboard_died)
     finally:
         print("stopping...", file=sys.stderr, flush=True)
         if dashboard is not None:

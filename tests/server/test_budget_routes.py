@@ -42,7 +42,7 @@ def test_turnledger_serve_evaluates_budgets_on_ingest_and_the_cli_goes_through_i
         # It holds the file: without TURNLEDGER_SERVER the CLI says what to do instead.
         monkeypatch.delenv("TURNLEDGER_SERVER", raising=False)
         code, _, err = tl(capsys, "budget", "list", "--db", str(db))
-        assert code == 2 and "another process holds it" in err and "TURNLEDGER_SERVER" in err
+        assert code == 2 and "another process holds it" in err and f"TURNLEDGER_SERVER={url}" in err  # its port
         code, out, err = tl(capsys, "budget", "list", "--server", url)  # or say where the server is
         assert code == 0 and out.startswith("no budgets in") and f"turnledger: reading server {url}" in err
 
@@ -84,6 +84,7 @@ def test_turnledger_serve_evaluates_budgets_on_ingest_and_the_cli_goes_through_i
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+    assert not db.with_name(db.name + ".serving").exists()  # said where it served only while it did
     con = open_ledger(db, read_only=True)
     assert con.execute("SELECT count(*) FROM alert_deliveries WHERE status = 'delivered'").fetchone() == (2,)
     con.close()
