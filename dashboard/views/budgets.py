@@ -128,8 +128,9 @@ def _warn_input(where: Any, soft: float, key: str) -> float:
     return round(float(typed) / 100, 6)
 
 
-def _apply(action: str, operation: Any) -> None:
-    """Run one change; on success remember what was done and redraw the page with fresh figures."""
+def _apply(action: str, operation: Any, clear: tuple[str, ...] = ()) -> None:
+    """Run one change; on success remember what was done, empty the form's fields ``clear`` (a full form
+    invited a second submit of the same rule; on an error they keep what was typed), and redraw the page."""
     try:
         doc = operation()
     except TurnledgerError as exc:
@@ -138,6 +139,8 @@ def _apply(action: str, operation: Any) -> None:
         return
     st.session_state[_DONE_KEY] = f"{action}: {doc['description']}"
     st.session_state[_WARNED_KEY] = doc.get("warning")  # a scope no run has yet: kept, said
+    for key in clear:
+        st.session_state.pop(key, None)  # the widget starts from its default on the redraw
     st.rerun()
 
 
@@ -172,7 +175,9 @@ def _add_form() -> None:
                 "timezone": tz,
                 "webhooks": [{"url": hook.strip(), "format": "json"}] if hook.strip() else [],
             }
-            _apply("added", lambda: budget_edits.add(request))
+            typed = ("budget_add_name", "budget_add_scope", "budget_add_window", f"budget_add_limit_{metric}",
+                     f"budget_add_warn_{metric}", "budget_add_hook", "budget_add_tz")  # fmt: skip
+            _apply("added", lambda: budget_edits.add(request), clear=typed)
 
 
 def _edit_form(statuses: list[dict[str, Any]]) -> None:

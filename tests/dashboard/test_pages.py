@@ -688,6 +688,9 @@ def test_a_budget_scope_no_run_has_is_added_with_a_warning(app, sample_db, tmp_p
     next(b for b in at.button if b.label == "Add budget").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert "Budget added." in [s.value for s in at.success]
+    # #31: the form is empty again (a full one invited a second submit of the same rule)
+    assert (at.text_input(key="budget_add_name").value, at.text_input(key="budget_add_scope").value) == ("", "global")
+    assert at.number_input(key="budget_add_limit_spend").value != 5.0
     assert [w.value for w in at.warning] == ["Its scope names nothing seen yet: a typo?"]
     assert any("did you mean 'acme'?" in t.value for t in at.text)
 
