@@ -170,6 +170,22 @@ def _format_health(r: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def _flagged(
+    rows: list[dict[str, Any]], heading: str, detail: Callable[[dict[str, Any]], str] | None = None
+) -> list[str]:
+    """A section of flagged charges, one line per provider/model/instrumentation with a span to look at."""
+
+    def line(u: dict[str, Any]) -> str:
+        where = f"{u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'})"
+        extra = f"{detail(u)}, " if detail else ""
+        return (
+            f"  {where}: {plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, {extra}"
+            f"e.g. span {u['last_trace_id']}/{u['last_span_id']}"
+        )
+
+    return ["", heading, *map(line, rows)] if rows else []
+
+
 def format_report(r: dict[str, Any]) -> str:
     """The human table: headline figures first, then the breakdowns."""
     c = r["cost_per_run"]
@@ -229,30 +245,20 @@ def format_report(r: dict[str, Any]) -> str:
             f"  {u['provider']}/{u['model']}: {plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}"
             for u in r["unpriced"]
         ]
-    if r["invalid_usage"]:
-        lines += ["", "INVALID USAGE (token counts that could not be taken; those terms count $0):"]
-        lines += [
-            f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): "
-            f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
-            for u in r["invalid_usage"]
-        ]
-    if r["incomplete_usage"]:
-        lines += ["", "INCOMPLETE USAGE (output with no input: part of the call's usage, charged as sent, too little):"]
-        lines += [
-            f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): "
-            f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
-            for u in r["incomplete_usage"]
-        ]
-    if r["unknown_usage"]:
-        lines += ["", "UNKNOWN USAGE (the source gave no cache split or no output count: priced as uncached input, "
-                  "so off by at most the error shown):"]  # fmt: skip
-        lines += [
-            f"  {u['provider'] or '?'}/{u['model'] or '?'} ({u['scope_name'] or 'no scope'}): "
-            f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, ${u['usd']} charged, "
+    lines += _flagged(r["invalid_usage"], "INVALID USAGE (token counts that could not be taken; those terms count $0):")
+    lines += _flagged(
+        r["incomplete_usage"],
+        "INCOMPLETE USAGE (output with no input: part of the call's usage, charged as sent, too little):",
+    )
+    lines += _flagged(
+        r["unknown_usage"],
+        "UNKNOWN USAGE (the source gave no cache split or no output count: priced as uncached input, "
+        "so off by at most the error shown):",
+        lambda u: (
+            f"${u['usd']} charged, "
             + ("error unbounded" if u["max_error_usd"] is None else f"error up to ${u['max_error_usd']}")
-            + f", e.g. span {u['last_trace_id']}/{u['last_span_id']}"
-            for u in r["unknown_usage"]
-        ]
+        ),
+    )
     if r["runs_without_model_calls"]:
         lines += ["", "NO MODEL CALLS REPORTED (tool calls but no model call: the source traces the agent, not its model "
                   "client, so their spend is unknown, not $0):"]  # fmt: skip
