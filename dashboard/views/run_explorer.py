@@ -97,6 +97,24 @@ def _find_run(f: Any) -> str | None:
 NOT_REPORTED = "(not reported)"  # a source without a tenant or agent name: never "None"
 
 
+# A run with a charge the ledger could not price as known says so before its figures (#43).
+_FLAGS = (
+    ("unpriced_calls", "unpriced (charged $0 until priced)"),
+    ("invalid_usage_calls", "with token counts that could not be taken"),
+    ("incomplete_usage_calls", "with usage of only part of the call"),
+    ("unknown_usage_calls", "without a cache split or an output count from their source"),
+)
+
+
+def _flags(run: dict[str, Any]) -> None:
+    said = [f"{ui.plural(run[column], 'model call')} {what}" for column, what in _FLAGS if run.get(column)]
+    if said:
+        st.warning(
+            "This run's cost is not exact: " + "; ".join(said) + ". `turnledger report` lists them.",
+            icon=":material/flag:",
+        )
+
+
 def _header(run: dict[str, Any], calls: int) -> None:
     stop = run.get("stop_cause") or "in progress"
     detail = f" ({run['stop_detail']})" if run.get("stop_detail") else ""
@@ -106,6 +124,7 @@ def _header(run: dict[str, Any], calls: int) -> None:
         f"tenant {run.get('tenant') or NOT_REPORTED} · models {run.get('models') or NOT_REPORTED} · "
         f"stopped: {stop}{detail}"
     )
+    _flags(run)
     c = st.columns(4)
     metric(c[0], "Run cost", usd(run["usd_total"]), "All charges of this run: every price term, every attempt.")
     metric(

@@ -303,6 +303,10 @@ def test_spend_overview_says_which_spend_its_source_left_unknown_and_by_how_much
     at = app(db)
     (warning,) = [w.value for w in at.warning if "cache split" in w.value]
     assert warning.startswith("2 model calls") and "may be off by up to $0.0900" in warning
+    run = app(db, "run_explorer", trace=root().trace_id)  # and the run itself says so
+    assert any(
+        w.value.startswith("This run's cost is not exact: 2 model calls without a cache split") for w in run.warning
+    ), [w.value for w in run.warning]
 
 
 # --- 2. Long tail ---------------------------------------------------------------------------------
