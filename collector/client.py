@@ -195,8 +195,11 @@ class ServerClient:
         except NotFound:
             return None
         from ledger.content import CapturedTurn  # here: the content store is not for every client
+        from ledger.wire_request import WireRequest
 
-        return CapturedTurn(doc.get("request"), doc.get("response"))
+        wire = doc.get("wire")
+        rebuilt = WireRequest(wire["api"], wire["request"], tuple(wire["not_reported"])) if wire else None
+        return CapturedTurn(doc.get("request"), doc.get("response"), rebuilt)
 
     def health(self) -> dict[str, Any]:
         result: dict[str, Any] = self._json("GET", "/healthz", what="server health")

@@ -65,7 +65,8 @@ ENDPOINTS = {
     "GET /api/queries": "the named queries and their parameters",
     "GET /api/query/{name}": "run a named query; Arrow IPC stream, or ?format=json",
     "GET /api/context/{trace_id}/{span_id}": "the captured request payload of one model call",
-    "GET /api/turn/{trace_id}/{span_id}": "one model call's captured request and response ({request, response})",
+    "GET /api/turn/{trace_id}/{span_id}": "one model call's captured request and response, and the request in its "
+    "provider's wire format ({request, response, wire: {api, request, not_reported}})",
     "POST /v1/budgets/check": "may a model call in this scope go ahead? (a CallScope in, a Decision out)",
     "GET /api/budgets": "budget rules with their current value and level",
     "POST /api/budgets": "add a budget rule (JSON: name, limit, scope, window, metric, soft_fraction, ...)",
@@ -274,9 +275,14 @@ def context(c: CollectorServer, trace_id: str, span_id: str) -> Reply:
 
 
 def turn(c: CollectorServer, trace_id: str, span_id: str) -> Reply:
-    """One model call's captured request and response."""
+    """One model call's captured request and response, and the request in its provider's wire format
+    (``wire``: ``WireRequest.as_json``, null when it cannot be rebuilt), as ``load_turn`` gives them."""
     return _captured(
-        c, trace_id, span_id, lambda t: {"request": t.request, "response": t.response}, "request or response"
+        c,
+        trace_id,
+        span_id,
+        lambda t: {"request": t.request, "response": t.response, "wire": t.wire.as_json() if t.wire else None},
+        "request or response",
     )
 
 

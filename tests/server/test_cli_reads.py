@@ -56,6 +56,7 @@ READS = [
     ("diff", CACHE_BREAK[:10], "--turns", "2", "1", "--summary"),
     ("budget", "list"),
     ("alerts", "--json"),
+    ("context", FIVE_TURN, "--turn", "2", "--show", "request", "--json"),  # the wire rebuild, as on the file
 ]
 
 
@@ -72,7 +73,7 @@ def test_reads_through_the_server_print_what_the_file_gives_after_it_stops(ledge
         # The file is held: the error says exactly how to read through the server instead.
         code, out, err = tl(capsys, "report", "--db", str(ledger_file))
         assert code == 2 and out == ""
-        assert "another process holds it" in err and "--server URL" in err, err
+        assert "another process holds it" in err and f"--server {url}" in err, err
 
         served = {}
         for argv in READS:
