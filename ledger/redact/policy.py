@@ -323,11 +323,25 @@ class Redactor:
             return value if all(a is b for a, b in zip(items, value, strict=True)) else items
         return value
 
-    def attributes(self, attrs: dict[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
+    def attributes(
+        self, attrs: dict[str, Any], keep: Iterable[str] = (), identifiers: Iterable[str] = ()
+    ) -> dict[str, Any]:
         """``attrs`` redacted by key and value (a key is a string stored like any other, so it
-        is redacted as text too); the keys in ``keep`` left as they are."""
+        is redacted as text too); the keys in ``keep`` left as they are, the string values of
+        ``identifiers`` searched for secrets only (``identifier``)."""
         if not self.enabled or self._untouched(attrs, keep):
+            # The identifiers' values were in the text found clean: of every detector, so of the secrets' too.
             return attrs
+        if not identifiers:
+            return self._attributes(attrs, keep)
+        keep = (*keep, *identifiers)
+        out = attrs if self._untouched(attrs, keep) else self._attributes(attrs, keep)
+        for key in identifiers:
+            if (kept := self.identifier(value := attrs[key])) is not value:
+                out = {**out, key: kept} if out is attrs else out | {key: kept}
+        return out
+
+    def _attributes(self, attrs: dict[str, Any], keep: Iterable[str]) -> dict[str, Any]:
         out: dict[str, Any] | None = None
         renamed = False
         secret, text, seen = self.keys.is_secret, self.text, self._texts
