@@ -235,9 +235,12 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
     # more (an update of every column), and a trace that stopped being a run (its call's charge moved
     # to another trace's copy) is gone with no statement of its own. A trace is touched only with
     # spans, all read since $since, so every run among them comes back.
-    starts = con.execute(
-        "DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched) RETURNING epoch_ns(started_at)"
-    ).fetchall()
+    delete = "DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)"
+    if lake.is_lake(con):  # a DuckLake's DELETE returns nothing
+        starts = con.execute(delete.replace("DELETE", "SELECT epoch_ns(started_at)", 1)).fetchall()
+        con.execute(delete)
+    else:
+        starts = con.execute(f"{delete} RETURNING epoch_ns(started_at)").fetchall()
     since = None
     if since_ns is not None:
         since = min([since_ns, *(start for (start,) in starts if start is not None)])
