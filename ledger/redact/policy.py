@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -324,20 +324,22 @@ class Redactor:
         return value
 
     def attributes(
-        self, attrs: dict[str, Any], keep: Iterable[str] = (), identifiers: Iterable[str] = ()
+        self, attrs: dict[str, Any], keep: Iterable[str] = (), identifiers: Sequence[str] = ()
     ) -> dict[str, Any]:
         """``attrs`` redacted by key and value (a key is a string stored like any other, so it
         is redacted as text too); the keys in ``keep`` left as they are, the string values of
         ``identifiers`` searched for secrets only (``identifier``)."""
-        if not self.enabled or self._untouched(attrs, keep):
-            # The identifiers' values were in the text found clean: of every detector, so of the secrets' too.
+        if not self.enabled:
             return attrs
-        if not identifiers:
-            return self._attributes(attrs, keep)
-        keep = (*keep, *identifiers)
+        keep = (*keep, *identifiers) if identifiers else keep
         out = attrs if self._untouched(attrs, keep) else self._attributes(attrs, keep)
-        for key in identifiers:
-            if (kept := self.identifier(value := attrs[key])) is not value:
+        if not identifiers:
+            return out
+        ids = [attrs[key] for key in identifiers]
+        if all(type(i) is str for i in ids) and self._secrets_prefilter.clean("\n".join(ids)):
+            return out  # one scan for a span's ids: each is a piece of a clean text, so clean
+        for key, value in zip(identifiers, ids, strict=True):
+            if (kept := self.identifier(value)) is not value:
                 out = {**out, key: kept} if out is attrs else out | {key: kept}
         return out
 
