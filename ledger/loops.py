@@ -33,10 +33,14 @@ DETECTED = "detected"  # the action of a trip turnledger saw in the spans (the a
 STALL_ALLOWED = 6  # failed, all-different tool calls in a row before a stall (LoopGuard's default)
 
 
+# ``json.dumps(value, sort_keys=True, default=str)``'s encoder, built once: ``dumps`` with options
+# builds one per call, half of a tool span's fingerprint (18 -> 8 µs); the text is the same.
+_CANONICAL = json.JSONEncoder(sort_keys=True, default=str)
+
+
 def fingerprint(value: Any) -> str:
     """Short, key-order-insensitive hash: {"a":1,"b":2} and {"b":2,"a":1} are the same call."""
-    blob = json.dumps(value, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+    return hashlib.sha256(_CANONICAL.encode(value).encode()).hexdigest()[:16]
 
 
 def call_fingerprint(tool: str | None, arguments: Any) -> str | None:

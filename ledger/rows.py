@@ -303,10 +303,7 @@ class _RowBuilder:
             p.text(s.scope_name),
             p.text(s.scope_version),
         )
-        attrs = p.attributes(s.attributes, plan.moved + ids)
-        for key in ids:  # searched for secrets only (ledger.redact.Redactor.identifier)
-            if (kept := p.identifier(value := s.attributes[key])) is not value:
-                attrs = {**attrs, key: kept} if attrs is s.attributes else attrs | {key: kept}
+        attrs = p.attributes(s.attributes, plan.moved, identifiers=ids)  # ids: searched for secrets only
         events = tuple(map(self._redacted_event, s.events)) if s.events else s.events
         links = tuple(map(self._redacted_link, s.links)) if s.links else s.links
         resource = self._redacted_resources.get(id(s.resource))

@@ -8,11 +8,11 @@ no runs row (it would count as a run of $0); its spans stay, and its copies name
 
 ``ledger.write`` rebuilds the runs an ingest touches in the same transaction,
 or leaves them in ``runs_pending`` for a server under load to rebuild many
-commits at once (``refresh_pending_runs``). The rebuild is one INSERT OR
-REPLACE whose columns come from the runs declaration (``ledger.tables``), each
-given by name; every price term's tokens and dollars are summed from ``TERMS``.
-On a DuckLake (no keys: ``ledger.lake``) the touched rows are deleted and inserted
-again, in the same transaction, and a pending trace is merged in (MERGE INTO).
+commits at once (``refresh_pending_runs``). The rebuild deletes the touched
+rows and inserts them again (on a DuckLake too, which has no keys: ``ledger.lake``)
+in one INSERT whose columns come from the runs declaration (``ledger.tables``),
+each given by name; every price term's tokens and dollars are summed from
+``TERMS``. On a DuckLake a pending trace is merged in (MERGE INTO).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def _run_values() -> dict[str, str]:
 
 
 _REFRESH = """
-{verb} INTO runs ({columns})
+INSERT INTO runs ({columns})
 WITH t AS (SELECT DISTINCT trace_id FROM _touched),
 -- The spans that are copies of calls charged in another trace: few or none, so joining every span
 -- to them (instead of to every copy) keeps the run rule's join cheap.
@@ -200,27 +200,14 @@ FROM t JOIN sp USING (trace_id)
 LEFT JOIN root USING (trace_id) LEFT JOIN ch USING (trace_id) LEFT JOIN ge USING (trace_id)
 WHERE sp.own_spans > 0
 """
-# The touched traces that are no run (any more): their rows go (the INSERT above leaves them be). A
-# runs row's spans all start at or after its started_at, so $since (no later than it) bounds the read.
-# Spans are never taken back and their operation never changes: a trace that was a run stops being
-# one only when a copy of its became foreign, so only traces holding a foreign copy are looked at.
-_FOREIGN_HOLDERS = f"""SELECT DISTINCT cc.trace_id FROM call_copies cc JOIN _touched USING (trace_id)
-    WHERE cc.start_time >= $since AND {_FOREIGN_COPY}"""
-_NOT_RUNS = f"""
-DELETE FROM runs WHERE trace_id IN ({_FOREIGN_HOLDERS}) AND trace_id NOT IN (
-    SELECT s.trace_id FROM spans s JOIN ({_FOREIGN_HOLDERS}) h USING (trace_id)
-    LEFT JOIN call_copies cc ON cc.trace_id = s.trace_id AND cc.span_id = s.span_id AND cc.start_time >= $since
-    WHERE s.start_time >= $since AND {OWN_SPAN})
-"""
 
 
-# Keyed by the terms, so a test can add one; ``verb``: INSERT OR REPLACE, or INSERT on a lake.
+# Keyed by the terms, so a test can add one.
 @cache
-def _refresh_sql(_terms: tuple[PriceTerm, ...], verb: str = "INSERT OR REPLACE") -> str:
+def _refresh_sql(_terms: tuple[PriceTerm, ...]) -> str:
     runs = table("runs")
     sums = (f"sum(c.{col}) AS {col}" for t in terms.TERMS for col in (t.tokens_column, t.usd_column))
     return _REFRESH.format(
-        verb=verb,
         columns=", ".join(runs.names),
         soft_failure=SOFT_FAILURE,
         tools=tools_used("s"),
@@ -244,29 +231,29 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
     DuckDB skips older row groups by their min/max and the cost follows the
     recent data, not the size of the ledger (without it, every span is read).
     """
-    on_lake = lake.is_lake(con)
-    sql = _refresh_sql(terms.TERMS, "INSERT" if on_lake else "INSERT OR REPLACE")
+    sql = _refresh_sql(terms.TERMS)
     _touched = pa.table({"trace_id": trace_ids})  # read by name (a replacement scan, as ledger.write._insert)
+    # The touched runs' rows go and come back: INSERT OR REPLACE costs the rebuild's planning a third
+    # more (an update of every column), and a trace that stopped being a run (its call's charge moved
+    # to another trace's copy) is gone with no statement of its own. A trace is touched only with
+    # spans, all read since $since, so every run among them comes back.
+    delete = "DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)"
+    if lake.is_lake(con):  # a DuckLake's DELETE returns nothing
+        starts = con.execute(delete.replace("DELETE", "SELECT epoch_ns(started_at)", 1)).fetchall()
+        con.execute(delete)
+    else:
+        starts = con.execute(f"{delete} RETURNING epoch_ns(started_at)").fetchall()
     since = None
     if since_ns is not None:
-        (earliest_run,) = con.execute(
-            "SELECT epoch_ns(min(started_at)) FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)"
-        ).fetchone() or (None,)
-        since = since_ns if earliest_run is None else min(since_ns, earliest_run)
+        since = min([since_ns, *(start for (start,) in starts if start is not None)])
     # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
     bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
-    # One small query first says which of the statements before the rebuild can change anything:
-    # planning each costs a commit milliseconds, and most commits need neither.
-    loops_may_change, holds_foreign_copy = con.execute(
-        f"SELECT {loops.REBUILD_NEEDED}, EXISTS ({_FOREIGN_HOLDERS})".replace("$since", bound)
-    ).fetchone() or (True, True)
-    if loops_may_change:  # the loops seen in the spans, before the runs count them
+    # The loops seen in the spans, before the runs count them: planning the rebuild costs a commit
+    # milliseconds, and most commits need none (one small query says).
+    (loops_may_change,) = con.execute(f"SELECT {loops.REBUILD_NEEDED}".replace("$since", bound)).fetchone() or (True,)
+    if loops_may_change:
         for statement in loops.rebuild_detected_sql():
             con.execute(statement.replace("$since", bound))
-    if on_lake:  # what INSERT OR REPLACE does by the key
-        con.execute("DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)")
-    elif holds_foreign_copy:  # a trace that stopped being a run (its call's charge moved to another trace's copy)
-        con.execute(_NOT_RUNS.replace("$since", bound))
     con.execute(sql.replace("$since", bound))
 
 

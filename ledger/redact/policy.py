@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -323,11 +323,27 @@ class Redactor:
             return value if all(a is b for a, b in zip(items, value, strict=True)) else items
         return value
 
-    def attributes(self, attrs: dict[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
+    def attributes(
+        self, attrs: dict[str, Any], keep: Iterable[str] = (), identifiers: Sequence[str] = ()
+    ) -> dict[str, Any]:
         """``attrs`` redacted by key and value (a key is a string stored like any other, so it
-        is redacted as text too); the keys in ``keep`` left as they are."""
-        if not self.enabled or self._untouched(attrs, keep):
+        is redacted as text too); the keys in ``keep`` left as they are, the string values of
+        ``identifiers`` searched for secrets only (``identifier``)."""
+        if not self.enabled:
             return attrs
+        keep = (*keep, *identifiers) if identifiers else keep
+        out = attrs if self._untouched(attrs, keep) else self._attributes(attrs, keep)
+        if not identifiers:
+            return out
+        ids = [attrs[key] for key in identifiers]
+        if all(type(i) is str for i in ids) and self._secrets_prefilter.clean("\n".join(ids)):
+            return out  # one scan for a span's ids: each is a piece of a clean text, so clean
+        for key, value in zip(identifiers, ids, strict=True):
+            if (kept := self.identifier(value)) is not value:
+                out = {**out, key: kept} if out is attrs else out | {key: kept}
+        return out
+
+    def _attributes(self, attrs: dict[str, Any], keep: Iterable[str]) -> dict[str, Any]:
         out: dict[str, Any] | None = None
         renamed = False
         secret, text, seen = self.keys.is_secret, self.text, self._texts

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from ledger import conventions as c
 from ledger.ingest import ingest
+from ledger.redact import Redactor
 from ledger.rows import IDENTIFIER_KEYS
 from ledger.spans import SpanRecord
 from ledger.store import open_ledger
+from tests.redaction_corpus import SECRETS
 
 T0 = 1_790_000_000_000_000_000
 MS = 1_000_000
@@ -73,3 +78,32 @@ def test_a_secret_sent_as_an_identifier_is_still_redacted():
     stored = _stored(con, "1")
     assert key not in json.dumps(stored)
     assert stored[c.RESPONSE_ID] == "[REDACTED:key]" and stored[c.TOOL_CALL_ID] == "toolu [REDACTED:key]"
+
+
+# Pieces of what a span's strings hold: secrets and personal data of every kind, ids, and plain words.
+_PIECES = [s.text for s in SECRETS[::7]] + [
+    "toolu_01ABC",
+    "msg_GB82WEST12345698765432",
+    "call",
+    "plain words",
+    "\\u0040",
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.dictionaries(
+        st.sampled_from(["a", "note", "api_key", c.RESPONSE_ID, c.TOOL_CALL_ID, c.CALL_ID]),
+        st.lists(st.sampled_from(_PIECES), min_size=1, max_size=3).map(" ".join),
+        min_size=1,
+    )
+)
+def test_identifiers_in_one_call_are_redacted_as_the_others_then_each_for_secrets(attrs):
+    """``Redactor.attributes(..., identifiers=...)`` scans the ids with the other values at once when
+    all is clean: whatever the strings, it stores what redacting the other attributes, then each id
+    for secrets only (``Redactor.identifier``), stores."""
+    policy = Redactor()
+    ids = tuple(k for k in (c.RESPONSE_ID, c.TOOL_CALL_ID, c.CALL_ID) if k in attrs)
+    expected = policy.attributes(attrs, ids)
+    expected = {**expected, **{k: policy.identifier(attrs[k]) for k in ids}}
+    assert policy.attributes(attrs, (), identifiers=ids) == expected
