@@ -639,7 +639,15 @@ DETECTORS: tuple[Detector, ...] = (
         find=_find_cards,
         sign=rb"%s(?:(?:[ \t.\-/]|%s){0,2}%s){12}" % (_D, _SPACE_BYTES, _D),
     ),
-    Detector("iban", None, min_digits=6, find=_find_ibans, sign=rb"[A-Za-z]{2}%s{2}" % _D),
+    # As _IBAN reads one: no letter or digit before its country code, 11 or more characters after its check
+    # digits. "[A-Za-z]{2}[0-9]{2}" alone passed inside every hex id and tool_use id (toolu_01AB…).
+    Detector(
+        "iban",
+        None,
+        min_digits=6,
+        find=_find_ibans,
+        sign=rb"(?:^|[^A-Za-z0-9])[A-Za-z]{2}%s{2}(?: ?[A-Za-z0-9]){11}" % _D,
+    ),
     Detector("ni_number", None, min_digits=6, find=_find_ni_numbers, sign=_NI_NUMBER_SIGN),
     Detector(
         "ssn",
