@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 
-from collector.otlp import decode_json, decode_protobuf
+from collector.otlp import iter_json, iter_protobuf
 from ledger.errors import InputError, MalformedInput
 from ledger.spans import SpanRecord
 
@@ -93,9 +94,10 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     raise MalformedInput(f"body is not valid {enc} data: {error}")
 
 
-def decode_body(body: bytes, kind: str) -> list[SpanRecord]:
-    """Spans from an ExportTraceServiceRequest; MalformedInput if the body is not one."""
-    return decode_protobuf(body) if kind == PROTOBUF else decode_json(body)
+def decode_body(body: bytes, kind: str) -> Iterator[SpanRecord]:
+    """Spans from an ExportTraceServiceRequest, one at a time (rows are built as they come: the records
+    of a whole body are never held at once); MalformedInput, possibly mid-way, if the body is not one."""
+    return iter_protobuf(body) if kind == PROTOBUF else iter_json(body)
 
 
 def export_response(

@@ -89,8 +89,8 @@ def prepare_signal(
     if encoding is not None:
         body = decompress(body, encoding, max_decoded_bytes)
     if signal == TRACES:
-        records = decode_body(body, kind)
-        del body  # the inflated bytes: held by nothing while the rows are built
+        records = decode_body(body, kind)  # lazy: parsed on prepare's first span, then the bytes are dropped
+        del body  # ... held by nothing else meanwhile
         return prepare(records, prices, redact_content=redact_content)
     if signal == LOGS:
         policy = default_policy() if redact_content else None
