@@ -33,6 +33,7 @@ from ledger.settings import db_path
 from ledger.store import open_ledger
 
 from .app import ReceiverHTTPServer
+from .decode_budget import DecodeBudget
 from .decode_pool import DecodePool
 from .defaults import DEFAULT_HOST, DEFAULT_MAX_DECODED_BYTES, DEFAULT_PORT, MiB
 from .readers import ReaderPool
@@ -64,6 +65,9 @@ class ServerConfig:
     max_queued_spans: int = 200_000  # decoded, not yet committed; more → 429
     max_batch_spans: int = 25_000  # coalesced into one ingest call (one transaction)
     max_concurrent_decodes: int = 4  # complete request bodies being decoded at once
+    # Inflated bytes being decoded or awaiting their commit at once (.decode_budget): one maximum-size
+    # body at a time (~340 MiB in its worker); smaller ones side by side. A larger body is decoded alone.
+    decode_budget_bytes: int = DEFAULT_MAX_DECODED_BYTES
     body_timeout_s: float = 30.0  # a request body not received within this → 408 (slow clients)
     decode_workers: int = 0  # processes that decode bodies and build rows; 0: on the request's thread
     ack_timeout_s: float = 20.0  # waiting for the commit longer than this → 503 (retry is safe)
@@ -130,6 +134,7 @@ class CollectorServer:
         # Complete bodies being decoded at once, whichever listener took them (usable from
         # threads and from the event loop): each is held inflated in memory meanwhile.
         self.decode_slots = aiologic.BoundedSemaphore(max(1, cfg.max_concurrent_decodes))
+        self.decode_budget = DecodeBudget(cfg.decode_budget_bytes)
         try:
             self.httpd = ReceiverHTTPServer((cfg.host, cfg.port), self)
         except OSError:
