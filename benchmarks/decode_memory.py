@@ -120,14 +120,53 @@ def _vm_hwm(pid: int) -> int:
     return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
 
 
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _resident(pids: list[int]) -> list[int]:
+    """Each process's resident bytes, from /proc/PID/statm (cheap enough to read every millisecond)."""
+    each = []
+    for pid in pids:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            each.append(int(f.read().split()[1]) * PAGE)
+    return each
+
+
+class _Sampler(threading.Thread):
+    """The peak of the processes' summed resident memory, sampled every millisecond until stopped: what they
+    hold at the same moment (a peak shorter than a sample, such as a copy of a few ms, may be missed)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.pids, self.peak, self._done = pids, _resident(pids), threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(0.001):
+            self._sample()
+
+    def _sample(self) -> None:
+        now = _resident(self.pids)
+        if sum(now) > sum(self.peak):
+            self.peak = now
+
+    def stop(self) -> list[int]:
+        """Each process's resident bytes at the moment their sum peaked."""
+        self._done.set()
+        self.join()
+        self._sample()
+        return self.peak
+
+
 @dataclass
 class Growth:
-    server: float  # MiB over idle, the collector's own process
-    workers: float  # MiB over idle, its decode workers summed
+    together: float  # MiB over idle, the collector and its decode workers at the same moment (sampled)
+    server: float  # MiB over idle, the collector's own process (its VmHWM)
+    workers: float  # MiB over idle, its decode workers' peaks summed (each its own VmHWM, at any moment)
     statuses: list[int]
 
     @property
-    def total(self) -> float:
+    def bound(self) -> float:
+        """The sum of every process's own peak: an upper bound of ``together`` (peaks at different moments add)."""
         return self.server + self.workers
 
 
@@ -171,13 +210,20 @@ def measure(tree: Path, bodies: list[bytes], kind: str, encoding: str | None, wo
             Path(f"/proc/{p.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
             idle[p.pid] = p.memory_info().rss
         statuses = []
+        sampler = _Sampler([p.pid for p in processes])
+        sampler.start()
         threads = [threading.Thread(target=_post, args=(port, b, kind, encoding, statuses)) for b in bodies]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        at_peak = sampler.stop()
+        together = (sum(at_peak) - sum(idle.values())) / MiB
+        if os.environ.get("DECODE_MEMORY_VERBOSE"):
+            print("      at the peak, over idle:", [round((r - idle[p.pid]) / MiB) for r, p in zip(at_peak, processes)])
         grown = {p.pid: (_vm_hwm(p.pid) - idle[p.pid]) / MiB for p in processes}
-        return Growth(grown[root.pid], sum(g for pid, g in grown.items() if pid != root.pid), sorted(statuses))
+        workers = sum(g for pid, g in grown.items() if pid != root.pid)
+        return Growth(together, grown[root.pid], workers, sorted(statuses))
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -190,7 +236,7 @@ def stages(kind: str, encoding: str | None) -> None:
     """Where one body's memory goes in a decode worker: what a worker does, step by step, in this process
     (after a warm-up body), with the growth of resident memory and of its peak after each step."""
     from collector.otlp import decode_protobuf
-    from collector.receiver.otlp_http import decompress
+    from collector.receiver.otlp_http import JSON, PROTOBUF, decode_body, decompress
     from ledger.ingest import prepare
     from ledger.rows import default_prices
 
@@ -208,14 +254,11 @@ def stages(kind: str, encoding: str | None) -> None:
     print(f"\nstages of one {kind}{'+' + encoding if encoding else ''} body in one process (over idle):")
     raw = decompress(body, encoding, INFLATED_LIMIT)
     step(f"inflated ({len(raw) / MiB:.0f} MiB)")
-    records = decode_protobuf(raw) if kind == "protobuf" else __import__("collector.otlp").otlp.decode_json(raw)
-    step(f"decoded: {len(records):,} span records")
+    records = decode_body(raw, PROTOBUF if kind == "protobuf" else JSON)  # lazy, as a worker does
     del raw
-    step("the inflated bytes dropped")
     batch = prepare(records, default_prices(), redact_content=True)
-    step("rows built (redacted, priced)")
     del records
-    step("span records dropped")
+    step("parsed span by span into rows (redacted, priced)")
     arrow = batch.to_arrow()
     del batch
     step("rows as Arrow, Python rows dropped")
@@ -278,16 +321,18 @@ def main() -> None:
             for label, runs in results.items():
                 statuses = sorted({s for g in runs for s in g.statuses})
                 print(
-                    f"  {label:>12}: peak over idle {_summary([g.total for g in runs])}"
-                    f"   (collector {_summary([g.server for g in runs])}, workers {_summary([g.workers for g in runs])})"
+                    f"  {label:>12}: peak over idle, together {_summary([g.together for g in runs])}"
+                    f"   (each process's own peak summed {_summary([g.bound for g in runs])}: collector"
+                    f" {_summary([g.server for g in runs])}, workers {_summary([g.workers for g in runs])})"
                     f"   statuses {statuses}",
                     flush=True,
                 )
             if a.baseline:
-                ratio = statistics.median(g.total for g in results["this"]) / statistics.median(
-                    g.total for g in results[a.baseline]
+                ratio = statistics.median(g.together for g in results["this"]) / statistics.median(
+                    g.together for g in results[a.baseline]
                 )
-                print(f"  {'ratio':>12}: x{ratio:.2f} of {a.baseline}")
+                print(f"  {'ratio':>12}: x{ratio:.2f} of {a.baseline} (together)")
+            print(f"  load {os.getloadavg()[0]:.1f}", flush=True)
     footer()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -24,10 +25,13 @@ from concurrent.futures.process import BrokenProcessPool
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+import pyarrow as pa
+
 from ledger.errors import Unavailable
 from ledger.pricing import PriceBook
 from ledger.rows import PreparedBatch
 
+from . import heap
 from .defaults import DEFAULT_MAX_DECODED_BYTES
 from .signals import TRACES, prepare_signal
 
@@ -58,6 +62,7 @@ class _WithoutPandas:
 def _init_worker(prices: PriceBook, redact_content: bool) -> None:
     global _prices, _redact
     _prices, _redact = prices, redact_content
+    heap.map_large_blocks()
     sys.meta_path.insert(0, _WithoutPandas())
     # Ctrl-C on `turnledger up` reaches the whole process group: the server stops its
     # workers itself, after committing what they decoded, so they ignore it.
@@ -77,13 +82,23 @@ def _warm_up() -> None:
     time.sleep(0.05)  # long enough that each warm-up lands on a worker of its own
 
 
-def _decode_and_prepare(body: bytes, kind: str, signal: str, encoding: str | None, limit: int) -> PreparedBatch:
+def _decode_and_prepare(body: bytes, kind: str, signal: str, encoding: str | None, limit: int) -> bytes:
     # Arrow here, not in the server: the conversion's work stays in the worker, and
     # Arrow buffers cross the process boundary cheaper than tuples of Python objects.
     batch = prepare_signal(
         body, kind, signal, _prices, redact_content=_redact, encoding=encoding, max_decoded_bytes=limit
-    )
-    return batch.to_arrow()
+    ).to_arrow()
+    # Pickled here (as Arrow IPC), so that the rows are freed and their memory given back before the
+    # worker waits for its next body: an idle worker kept ~280 MiB of a maximum-size body's (#41 item 7).
+    data = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+    del batch
+    _give_back_memory()
+    return data
+
+
+def _give_back_memory() -> None:
+    heap.give_back()
+    pa.default_memory_pool().release_unused()
 
 
 class DecodePool:
@@ -133,7 +148,9 @@ class DecodePool:
             raise DecoderUnavailable("the collector is shutting down; retry the export")
         pool = self._pool
         try:
-            return pool.submit(_decode_and_prepare, body, kind, signal, encoding, max_decoded_bytes).result()
+            data = pool.submit(_decode_and_prepare, body, kind, signal, encoding, max_decoded_bytes).result()
+            batch: PreparedBatch = pickle.loads(data)
+            return batch
         except BrokenProcessPool:
             with self._restart:
                 if self._pool is pool and not self._closed:  # the first request to see it starts a fresh pool
