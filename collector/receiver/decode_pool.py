@@ -32,7 +32,7 @@ from ledger.pricing import PriceBook
 from ledger.rows import PreparedBatch
 
 from . import heap
-from .defaults import DEFAULT_MAX_DECODED_BYTES
+from .defaults import DEFAULT_MAX_DECODED_BYTES, MiB
 from .signals import TRACES, prepare_signal
 
 __all__ = ["DecodePool", "DecoderUnavailable"]
@@ -63,6 +63,10 @@ def _init_worker(prices: PriceBook, redact_content: bool) -> None:
     global _prices, _redact
     _prices, _redact = prices, redact_content
     heap.map_large_blocks()
+    # Arrow's buffers from glibc too: large ones mapped on their own (returned when freed), the rest
+    # trimmed with the heap (mimalloc, Arrow's default, returns a thread's pages only on that thread).
+    pa.set_memory_pool(pa.system_memory_pool())
+    threading.Thread(target=_give_back_after_large_results, daemon=True).start()
     sys.meta_path.insert(0, _WithoutPandas())
     # Ctrl-C on `turnledger up` reaches the whole process group: the server stops its
     # workers itself, after committing what they decoded, so they ignore it.
@@ -88,17 +92,27 @@ def _decode_and_prepare(body: bytes, kind: str, signal: str, encoding: str | Non
     batch = prepare_signal(
         body, kind, signal, _prices, redact_content=_redact, encoding=encoding, max_decoded_bytes=limit
     ).to_arrow()
-    # Pickled here (as Arrow IPC), so that the rows are freed and their memory given back before the
-    # worker waits for its next body: an idle worker kept ~280 MiB of a maximum-size body's (#41 item 7).
+    # Pickled here (as Arrow IPC), so that the rows are freed before the result is sent and the memory
+    # given back once it is: an idle worker kept ~120 MiB of a maximum-size body's, ~50 after (#41 item 7).
     data = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
     del batch
-    _give_back_memory()
+    if len(data) >= _LARGE_RESULT:
+        _sent.set()
     return data
 
 
-def _give_back_memory() -> None:
-    heap.give_back()
-    pa.default_memory_pool().release_unused()
+_LARGE_RESULT = 4 * MiB  # the rows of a ~8 MiB body; after smaller ones a trim is not worth its time
+_sent = threading.Event()  # a large result was returned: give back its memory once it is sent
+
+
+def _give_back_after_large_results() -> None:
+    while True:
+        _sent.wait()
+        _sent.clear()
+        # The pool sends the result (a pickled copy) after the task returns; a trim during the next
+        # body instead does no harm.
+        time.sleep(0.2)
+        heap.give_back()
 
 
 class DecodePool:

@@ -1,37 +1,44 @@
 """Giving freed memory back to the system (glibc), so that what one large body cost is not kept.
 
-glibc serves a block of 128 KiB or more from a mapping of its own (returned to the system on free),
-but after freeing such a block it raises that threshold to the block's size, up to 32 MiB: from then on
-the multi-MiB buffers of a large OTLP body (inflated bytes, pickles, Arrow IPC) come from its heap and
-stay resident once freed. A decode worker kept ~120 MiB of a 60 MiB-inflated body's while idle (#41 item 7).
+glibc keeps freed memory in its heaps for reuse, and after freeing a block of 128 KiB or more (served
+from a mapping of its own, returned at once) it raises that threshold to the block's size, up to 32 MiB:
+from then on the multi-MiB buffers of a large OTLP body (inflated bytes, pickles, Arrow IPC) come from
+its heap and stay resident once freed. After a 60 MiB-inflated body an idle decode worker kept ~120 MiB,
+the collector ~100 MiB per body committed (#41 item 7). Nothing happens on another C library.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
-from typing import cast
+from functools import cache
+from typing import Any
 
 __all__ = ["give_back", "map_large_blocks"]
 
 _M_MMAP_THRESHOLD = -3  # <malloc.h>
-_trim: Callable[[int], int] | None = None
+
+
+@cache
+def _glibc() -> Any:
+    try:
+        libc = ctypes.CDLL(None)
+        libc.malloc_trim, libc.mallopt  # noqa: B018 (glibc's, absent from musl and macOS)
+    except (OSError, AttributeError):
+        return None
+    return libc
 
 
 def map_large_blocks() -> None:
-    """Keep glibc's threshold at its initial 128 KiB: large blocks always mapped, returned when freed.
-    Nothing on a C library without ``mallopt`` (musl, macOS)."""
-    global _trim
-    try:
-        libc = ctypes.CDLL(None)
-        trim, mallopt = libc.malloc_trim, libc.mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
-    _trim = cast(Callable[[int], int], trim)
+    """Keep glibc's threshold at its initial 128 KiB: a large block is always mapped on its own and returned
+    when freed (in the collector: four maximum-size bodies' peak 395 -> 260 MiB; its cost on ingest
+    throughput is measured by benchmarks/ingest_throughput.py --baseline)."""
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
 
 
 def give_back() -> None:
-    """Return the free pages of glibc's heaps to the system (after ``map_large_blocks``)."""
-    if _trim is not None:
-        _trim(0)
+    """Return the free pages of glibc's heaps to the system (``malloc_trim``: a few ms on a large heap)."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)

@@ -130,7 +130,7 @@ class CollectorServer:
             on_ingested=hooks,
         )
         self.decoder = DecodePool(cfg.decode_workers, self.writer.prices, cfg.redact_content)
-        heap.map_large_blocks()  # a large body's unpickled rows, freed after their commit, are not kept
+        heap.map_large_blocks()  # what a large body's rows took goes back once they are committed
         self.readers = ReaderPool(self.con, cfg.reader_connections)
         self.sampler = Sampler(SamplingPolicy(cfg.keep_ordinary, timedelta(seconds=cfg.sampling_grace_s)))
         # Complete bodies being decoded at once, whichever listener took them (usable from
