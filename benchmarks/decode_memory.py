@@ -220,7 +220,7 @@ def measure(tree: Path, bodies: list[bytes], kind: str, encoding: str | None, wo
         at_peak = sampler.stop()
         together = (sum(at_peak) - sum(idle.values())) / MiB
         if os.environ.get("DECODE_MEMORY_VERBOSE"):
-            print("      at the peak, over idle:", [round((r - idle[p.pid]) / MiB) for r, p in zip(at_peak, processes)])
+            print("      at the peak, over idle:", [round((r - idle[p.pid]) / MiB) for r, p in zip(at_peak, processes, strict=True)])
         grown = {p.pid: (_vm_hwm(p.pid) - idle[p.pid]) / MiB for p in processes}
         workers = sum(g for pid, g in grown.items() if pid != root.pid)
         return Growth(together, grown[root.pid], workers, sorted(statuses))

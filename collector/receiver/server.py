@@ -32,7 +32,6 @@ from ledger.retention.sampling import Sampler, SamplingPolicy
 from ledger.settings import db_path
 from ledger.store import open_ledger
 
-from . import heap
 from .app import ReceiverHTTPServer
 from .decode_budget import DecodeBudget
 from .decode_pool import DecodePool
@@ -130,7 +129,6 @@ class CollectorServer:
             on_ingested=hooks,
         )
         self.decoder = DecodePool(cfg.decode_workers, self.writer.prices, cfg.redact_content)
-        heap.map_large_blocks()  # what a large body's rows took goes back once they are committed
         self.readers = ReaderPool(self.con, cfg.reader_connections)
         self.sampler = Sampler(SamplingPolicy(cfg.keep_ordinary, timedelta(seconds=cfg.sampling_grace_s)))
         # Complete bodies being decoded at once, whichever listener took them (usable from
