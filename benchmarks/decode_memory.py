@@ -7,20 +7,23 @@ comes first. The bodies are realistic agent runs with captured content (each tur
 repeats the conversation so far: large and very compressible, as real exports are). Cases:
 protobuf and OTLP/JSON, gzip and identity.
 
-Printed per case: the growth of resident memory over idle, for the collector process and its
-decode workers summed. Each process's peak is its ``VmHWM`` since idle (reset with
-``clear_refs``), so the sum bounds the simultaneous peak from above. With ``--baseline REF``
-the same cases run against that commit's tree (``git archive``), alternating, and the ratio is
-printed. Medians of ``--repeats`` runs, with their ranges, and the load before and after.
-``--stages`` instead follows one gzip protobuf body through a worker's steps in this process.
+Printed per case: the growth of resident memory over idle of the collector process and its decode
+workers summed at the same moment ("together": sampled every millisecond, the headline), and beside it
+each process's own peak (``VmHWM`` since idle, reset with ``clear_refs``) summed, an upper bound that adds
+peaks of different moments (a worker's body decoded after the other's). With ``--baseline REF`` the same
+cases run against that commit's tree (``git archive``), alternating, and the ratio of "together" is
+printed. Medians of ``--repeats`` runs, with their ranges, and the load. ``DECODE_MEMORY_VERBOSE=1``
+prints each process's share at the peak. ``--stages`` instead follows one gzip protobuf body through a
+worker's steps in this process.
 
-Measured (2 cores, load 6-10, --decode-workers 2, medians of 2; #41 item 7): four 60 MiB-inflated gzip
-protobuf bodies grew the collector and its workers by 1,210 MiB on main and 1,056 MiB with the compressed
-bytes crossing the pipe (collector 490 -> 372, workers 720 -> 684); gzip JSON 1,204 -> 979; identity
-bodies (16 MiB) 354 -> 339 (protobuf) and 324 -> 326 (JSON). ``--stages`` shows where a worker's
-~340 MiB per body goes: inflate +117 (peak), parse and span records +160 over the inflated bytes, Arrow
-+56, pickling for the pipe +79: every step holds a whole-body copy, so the 400 MiB goal needs row
-building and the return trip to stream (a chunk of spans at a time), not only the inflate moved.
+Measured (2 cores, load 4-7, --decode-workers 2, medians of 2; #41 item 7), together, main -> this
+branch: gzip protobuf (60 MiB inflated) 963 (930-997) -> 604 (594-614) MiB, gzip JSON 861 (832-890) ->
+644 (628-660). The decode budget admits one such body at a time and span records are built one at a
+time, so a working worker peaks at ~190 MiB and an idle one keeps ~50 (was ~120); what is left is the
+collector: ~380-420 MiB at the peak, DuckDB's memory for the rows written (``duckdb_memory()`` ~60-120
+MiB of it) and glibc's heap. Fixing glibc's mapping threshold there took it to ~260 (483 together) but
+cost ~12% of ingest throughput; a DuckDB ``memory_limit`` of 96 MiB refused a body (503). The 400 MiB
+goal needs the collector's write side next (smaller commits for a large body, or DuckDB's allocator).
 
     .venv/bin/python benchmarks/decode_memory.py --baseline main --repeats 3
 """
@@ -220,7 +223,10 @@ def measure(tree: Path, bodies: list[bytes], kind: str, encoding: str | None, wo
         at_peak = sampler.stop()
         together = (sum(at_peak) - sum(idle.values())) / MiB
         if os.environ.get("DECODE_MEMORY_VERBOSE"):
-            print("      at the peak, over idle:", [round((r - idle[p.pid]) / MiB) for r, p in zip(at_peak, processes, strict=True)])
+            print(
+                "      at the peak, over idle:",
+                [round((r - idle[p.pid]) / MiB) for r, p in zip(at_peak, processes, strict=True)],
+            )
         grown = {p.pid: (_vm_hwm(p.pid) - idle[p.pid]) / MiB for p in processes}
         workers = sum(g for pid, g in grown.items() if pid != root.pid)
         return Growth(together, grown[root.pid], workers, sorted(statuses))
