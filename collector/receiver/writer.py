@@ -79,7 +79,9 @@ log = logging.getLogger("turnledger.server")
 
 IngestHook = Callable[[duckdb.DuckDBPyConnection, IngestReport], None]
 _MAX_MERGED_REJECTIONS = 100
-GIVE_BACK_AFTER_BYTES = 16 << 20  # rows committed at once past this (a large body's): trim the heap after
+# A request's rows past this (a large body's, not many small ones'): trim the heap after its commit
+# (malloc_trim holds glibc's arenas for ms; after every commit of many small requests it is not worth it).
+GIVE_BACK_AFTER_BYTES = 16 << 20
 
 
 class QueueFull(Unavailable):
@@ -454,7 +456,7 @@ class LedgerWriter:
         st.last_error = ""
         rate = n / elapsed
         st.recent_rate = rate if not st.recent_rate else 0.7 * st.recent_rate + 0.3 * rate
-        large = sum(table.nbytes for t in tickets for table in t.batch.tables.values()) >= GIVE_BACK_AFTER_BYTES
+        large = any(sum(table.nbytes for table in t.batch.tables.values()) >= GIVE_BACK_AFTER_BYTES for t in tickets)
         for t in tickets:
             t.batch.rows, t.batch.tables = {}, {}  # in the ledger now: their memory goes before the answer does
             t._finish(Accepted(received=t.size, rejected=t.batch.rejected, flagged=t.batch.flagged))
