@@ -21,9 +21,10 @@ branch: gzip protobuf (60 MiB inflated) 963 (930-997) -> 604 (594-614) MiB, gzip
 644 (628-660). The decode budget admits one such body at a time and span records are built one at a
 time, so a working worker peaks at ~190 MiB and an idle one keeps ~50 (was ~120); what is left is the
 collector: ~380-420 MiB at the peak, DuckDB's memory for the rows written (``duckdb_memory()`` ~60-120
-MiB of it) and glibc's heap. Fixing glibc's mapping threshold there took it to ~260 (483 together) but
-cost ~12% of ingest throughput; a DuckDB ``memory_limit`` of 96 MiB refused a body (503). The 400 MiB
-goal needs the collector's write side next (smaller commits for a large body, or DuckDB's allocator).
+MiB of it) and glibc's heap. Fixing glibc's mapping threshold there took it to ~260 (483 together), left
+out until its cost to DuckDB's writes is measured; a DuckDB ``memory_limit`` of 96 MiB refused a body
+(503). The 400 MiB goal needs the collector's write side next (smaller commits for a large body, or
+DuckDB's allocator).
 
     .venv/bin/python benchmarks/decode_memory.py --baseline main --repeats 3
 """

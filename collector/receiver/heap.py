@@ -31,7 +31,8 @@ def _glibc() -> Any:
 def map_large_blocks() -> None:
     """Keep glibc's threshold at its initial 128 KiB: a large block is always mapped on its own and returned
     when freed. For a decode worker only: in the collector it took four maximum-size bodies' peak from
-    ~390 to ~260 MiB but cost ~12% of ingest throughput (DuckDB's 256 KiB blocks mapped one by one)."""
+    ~390 to ~260 MiB, but there DuckDB allocates its 256 KiB blocks by the thousand, each would be mapped
+    on its own, and its cost on ingest throughput is not measured yet."""
     libc = _glibc()
     if libc is not None:
         libc.mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
