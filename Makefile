@@ -5,7 +5,7 @@ TL     := $(VENV)/bin/turnledger
 DB     ?= turnledger.duckdb
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test install browser samples lint bench clean
+.PHONY: run test install browser samples lint bench clean frameworks-doc
 
 ## run: install into .venv and start the collector + dashboard on ./turnledger.duckdb
 ## (an empty ledger is loaded with sample_traces/ first). Ctrl-C stops both.
@@ -36,6 +36,11 @@ browser:
 ## samples: regenerate sample_traces/ (generated files; do not edit by hand)
 samples: install
 	$(TL) samples --out sample_traces
+
+## frameworks-doc: run the live framework matrix, then write docs/frameworks.md from its results
+frameworks-doc: install
+	-$(PY) -m pytest -n $(WORKERS) --dist loadfile tests/frameworks
+	$(PY) -m tests.frameworks.report
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -7,8 +7,10 @@ trusted on a shared machine (2 cores here: a load above 2 means something else r
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import os
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,3 +46,18 @@ def header(title: str) -> None:
 def footer() -> None:
     """The load average again after the figures: a run the machine got busy during shows it here."""
     print(f"\n(after the run: {load()})", flush=True)
+
+
+def wait_healthy(port: int, server: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    """Return once the collector on ``port`` answers ``/healthz`` 200; raise if it exits or the hang guard passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("collector did not start") from None
+            time.sleep(0.1)

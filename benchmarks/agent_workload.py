@@ -158,6 +158,13 @@ def workload(n_spans: int, content: bool, seed: int = 7) -> tuple[list[SpanRecor
     return spans, runs
 
 
+def small_requests(n: int, seed: int = 11) -> list[list[SpanRecord]]:
+    """``n`` small requests, one whole agent run each (3–12 turns, without content), as an agent
+    that exports at the end of its run sends them; other trace ids than ``workload``'s."""
+    rng = random.Random(seed)
+    return [_agent_run(rng, k, T0 + k * 700 * MS, content=False) for k in range(n)]
+
+
 def _value(v: Any, av: Any) -> None:
     if isinstance(v, bool):
         av.bool_value = v

@@ -53,7 +53,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import ROOT, footer, header
+from benchmarks._common import ROOT, footer, header, wait_healthy
 from benchmarks.agent_workload import encode_protobuf, workload
 from collector.cli.serve import DEFAULT_DECODE_WORKERS
 from collector.otlp import encode_json
@@ -185,17 +185,7 @@ def measure(tree: Path, bodies: list[bytes], kind: str, encoding: str | None, wo
         env={**os.environ, "TURNLEDGER_TOKEN": "", "PYTHONPATH": str(tree)},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("collector did not start") from None
-                time.sleep(0.1)
+        wait_healthy(port, server)
         root = psutil.Process(server.pid)
         small = _encode(workload(200, content=True, seed=99)[0], kind)
         small = gzip.compress(small) if encoding else small

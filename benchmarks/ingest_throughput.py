@@ -27,9 +27,13 @@ as OTLP protobuf in 512-span requests (the SDK BatchSpanProcessor's batch):
 * where ``ledger.ingest`` spends its time (same batches, in process).
 
 Usage: ``python benchmarks/ingest_throughput.py [--spans N] [--content-spans N] [--repeats N]``;
-``--baseline TREE`` instead compares end to end with another checkout's server, alternating
-(over HTTP, and over gRPC where that checkout serves it; this one's gRPC is also put beside
-the baseline's HTTP).
+``--baseline-ref REF`` instead compares end to end with the server of commit REF, which the
+benchmark checks out and installs in its own virtual environment (once, in the user's cache
+folder), so any two commits compare in one command: rounds alternate, each on a fresh ledger,
+and CPU µs per span (server and decoders), spans/s and the latency of a small request's 200
+(p50 / p99, and the first on a fresh server) are printed for both sides, medians of the rounds
+with their ranges, the ratios and the load. ``--baseline TREE`` does the same with a checkout
+at hand, run with this checkout's packages; ``--grpc`` adds OTLP/gRPC rounds.
 On a shared 2-core machine runs of the same code differ by up to a quarter: use
 ``--repeats 3`` for figures to compare across runs (medians, with their ranges).
 Figures from one run are comparable with each other; the machine's load is printed.
@@ -39,17 +43,20 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -60,16 +67,19 @@ sys.path.insert(0, str(ROOT))
 import ledger.ingest as li  # noqa: E402
 import ledger.runs as lruns  # noqa: E402
 import ledger.write as lw  # noqa: E402
-from benchmarks._common import footer, header  # noqa: E402
-from benchmarks.agent_workload import encode_protobuf, workload  # noqa: E402
+from benchmarks._common import commit, footer, header, wait_healthy  # noqa: E402
+from benchmarks.agent_workload import encode_protobuf, small_requests, workload  # noqa: E402
 from benchmarks.exporters import export_grpc, export_http, serves_grpc  # noqa: E402
 from collector.cli.serve import DEFAULT_DECODE_WORKERS  # noqa: E402
-from collector.otlp import decode_protobuf  # noqa: E402
+from collector.otlp import decode_protobuf, encode_json  # noqa: E402
 from ledger.rows import default_prices  # noqa: E402
 from ledger.store import CHECKPOINT_THRESHOLD, open_ledger  # noqa: E402
 
 BATCH = 512
 TARGET = 25_000
+# Small requests per end-to-end run (one agent run each, OTLP/JSON, one after another on one
+# connection, after the load): the latency an agent exporting at the end of its run sees.
+SMALL_REQUESTS = 16
 
 
 # --- measurements --------------------------------------------------------------------------
@@ -206,6 +216,26 @@ class EndToEnd:
     throttled: int  # 429/503 back-offs
     requests_per_commit: float
     cpu_us_per_span: float  # server and decoder workers, from the first POST to the end
+    first_small_ms: float = 0.0  # the first small request's 200 on the fresh server (cold: nothing warmed yet)
+    small_ms: list[float] = field(default_factory=list)  # small requests one after another, after the load
+
+
+def _post_small(conn: http.client.HTTPConnection, body: bytes) -> float:
+    """One small OTLP/JSON request on ``conn``: milliseconds until its 200 (its spans committed)."""
+    t = time.perf_counter()
+    conn.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    r.read()
+    if r.status != 200:
+        raise RuntimeError(f"small request: HTTP {r.status}")
+    return (time.perf_counter() - t) * 1e3
+
+
+@lru_cache(maxsize=1)
+def _small_bodies() -> tuple[list[bytes], int]:
+    """``SMALL_REQUESTS`` OTLP/JSON bodies of one run each (plus one for the cold first request), and their runs."""
+    runs = small_requests(SMALL_REQUESTS + 1)
+    return [json.dumps(encode_json(r)).encode() for r in runs], len(runs)
 
 
 @lru_cache(maxsize=1)
@@ -223,13 +253,18 @@ def end_to_end(
     workers: int | None = None,
     connections: int = 8,
     tree: Path = ROOT,
+    python: str = sys.executable,
     protocol: str = "http",
+    small: bool = False,
 ) -> EndToEnd:
     """Stream every body through a fresh ``turnledger serve`` and wait until it is all queryable.
 
     ``workers``: the server's --decode-workers (None: its default). ``tree``: the source
-    tree the server runs from (another checkout of turnledger, with this one's packages).
+    tree the server runs from (another checkout of turnledger), with ``python`` (its own
+    virtual environment, or this one's packages).
     ``protocol``: ``http`` or ``grpc`` (a server that serves gRPC listens on both, as deployed).
+    ``small``: also time small requests' 200s: the first on the fresh server, and
+    ``SMALL_REQUESTS`` one after another once the load is queryable.
     """
     port = _free_port()
     db = folder / f"e2e-{workers}-{connections}-{time.monotonic_ns()}.duckdb"
@@ -240,22 +275,16 @@ def end_to_end(
     send = export_http if protocol == "http" else export_grpc
     target = port if protocol == "http" else grpc_port
     server = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db), *options],
+        [python, "-m", "collector.cli", "serve", "--port", str(port), "--db", str(db), *options],
         cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env={**os.environ, "TURNLEDGER_TOKEN": "", "PYTHONPATH": str(tree)},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("collector did not start") from None
-                time.sleep(0.1)
+        wait_healthy(port, server)
+        small_bodies, small_runs = _small_bodies() if small else ([], 0)
+        first_small = (
+            _post_small(http.client.HTTPConnection("127.0.0.1", port, timeout=60), small_bodies[0]) if small else 0.0
+        )
         # Sustained throughput: the decoder processes import and warm up first, on a
         # few requests of other traces (their runs are counted in the wait below).
         warm_bodies, warm_runs = _warm_up_bodies()
@@ -267,15 +296,18 @@ def end_to_end(
         while True:  # queryable: the API's run count covers every run sent
             conn.request("GET", "/api/query/cost_per_run?format=json")
             seen = json.loads(conn.getresponse().read())[0]["runs"]
-            if seen >= runs + warm_runs:
+            if seen >= runs + warm_runs + min(1, small_runs):
                 break
             time.sleep(0.01)
         elapsed = time.perf_counter() - t0
         cpu = _cpu_seconds(server.pid) - cpu0
+        small_ms = [_post_small(conn, body) for body in small_bodies[1:]]
         conn.request("GET", "/healthz")
         writer = json.loads(conn.getresponse().read())["writer"]
         coalesced = writer["requests"] / max(1, writer["batches"])
-        return EndToEnd(n / elapsed, _peak_rss_mb(server.pid), throttled, coalesced, cpu / n * 1e6)
+        return EndToEnd(
+            n / elapsed, _peak_rss_mb(server.pid), throttled, coalesced, cpu / n * 1e6, first_small, small_ms
+        )
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -322,15 +354,29 @@ def _arguments() -> argparse.Namespace:
         default=None,
         metavar="TREE",
         help="only compare end to end with the server of another checkout (e.g. a git worktree of an older "
-        "commit), alternating the two --repeats times per workload, and print the ratio",
+        "commit, run with this checkout's packages), alternating the two --repeats times per workload, "
+        "and print the ratios",
     )
+    ap.add_argument(
+        "--baseline-ref",
+        default=None,
+        metavar="REF",
+        help="as --baseline, with the commit REF checked out and installed in its own virtual environment "
+        f"(once, cached under {BASELINES})",
+    )
+    ap.add_argument("--grpc", action="store_true", help="with --baseline(-ref): also compare over OTLP/gRPC")
     return ap.parse_args()
 
 
 def main() -> None:
     a = _arguments()
-    if a.baseline is not None:
-        compare_with(a.baseline.resolve(), a.spans, a.content_spans, a.repeats)
+    if a.baseline is not None or a.baseline_ref is not None:
+        baseline = (
+            baseline_checkout(a.baseline_ref)
+            if a.baseline_ref is not None
+            else Checkout(a.baseline.resolve(), sys.executable, str(a.baseline))
+        )
+        compare_with(baseline, a.spans, a.content_spans, a.repeats, a.grpc)
         return
     header("ingest throughput")
     results = []
@@ -398,9 +444,60 @@ def main() -> None:
             print(f"  {label}: {e2e / rate:.0%} of {floor} (>= 50%): {verdict}")
 
 
-def compare_with(baseline: Path, spans: int, content_spans: int, rounds: int) -> None:
-    """End to end (8 exporters, default decoders) here and in ``baseline``, alternating: medians and ratio."""
-    header(f"ingest throughput end to end: {ROOT} vs baseline {baseline}")
+@dataclass(frozen=True)
+class Checkout:
+    """A turnledger source tree, the Python its server runs with, and its name in the figures."""
+
+    tree: Path
+    python: str
+    name: str
+
+
+# Baselines checked out and installed by ``--baseline-ref``, one folder per commit, kept between runs.
+BASELINES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "turnledger" / "baselines"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def baseline_checkout(ref: str) -> Checkout:
+    """``ref`` checked out (``git archive``) and installed in its own virtual environment, under
+    ``BASELINES/<sha>``, once: a marker file says the install finished, so an interrupted one is redone.
+    The baseline runs on the dependencies its own pyproject asks for, not this checkout's."""
+    sha = _git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    home = BASELINES / sha
+    tree, venv, marker = home / "tree", home / "venv", home / "installed"
+    python = venv / "bin" / "python"
+    if not marker.exists():
+        print(f"(installing baseline {ref} = {sha[:10]} into {home}, once)", flush=True)
+        shutil.rmtree(home, ignore_errors=True)
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha], capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tree, filter="data")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(tree)], check=True)
+        marker.write_text(f"{ref}\n")
+    return Checkout(tree, str(python), f"{ref} ({sha[:10]})")
+
+
+def _ranged(values: list[float], spec: str) -> str:
+    """The median of ``values``, with their range when there are several."""
+    mid = format(statistics.median(values), spec)
+    return mid if len(values) < 2 else f"{mid} ({format(min(values), spec)}–{format(max(values), spec)})"
+
+
+def _percentile(values: list[float], p: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1] if len(values) > 1 else values[0]
+
+
+def compare_with(baseline: Checkout, spans: int, content_spans: int, rounds: int, grpc: bool) -> None:
+    """End to end (8 exporters, default decoders), here and at ``baseline``, in alternating rounds
+    on fresh ledgers: CPU per span, spans/s and small requests' latency, medians of the rounds with
+    their ranges, and the ratios current / baseline."""
+    current = Checkout(ROOT, sys.executable, f"current ({commit()})")
+    header(f"ingest end to end: {current.name} vs baseline {baseline.name}")
     with tempfile.TemporaryDirectory() as tmp:
         for content, n_wanted in ((False, spans), (True, content_spans)):
             if n_wanted <= 0:  # --spans 0 or --content-spans 0: that workload is skipped
@@ -411,21 +508,50 @@ def compare_with(baseline: Path, spans: int, content_spans: int, rounds: int) ->
             workload_spans, runs = workload(n_wanted, content)
             n = len(workload_spans)
             bodies = [encode_protobuf(workload_spans[i : i + BATCH]) for i in range(0, n, BATCH)]
-            setups = [("baseline", baseline, "http"), ("current", ROOT, "http"), ("current gRPC", ROOT, "grpc")]
-            if serves_grpc(baseline):
-                setups.insert(1, ("baseline gRPC", baseline, "grpc"))
-            rates: dict[str, list[float]] = {name: [] for name, _, _ in setups}
+            del workload_spans
+            setups = [("baseline", baseline, "http"), ("current", current, "http")]
+            if grpc:
+                setups += [("current gRPC", current, "grpc")]
+                if serves_grpc(baseline.tree):
+                    setups.insert(1, ("baseline gRPC", baseline, "grpc"))
+            tries: dict[str, list[EndToEnd]] = {name: [] for name, _, _ in setups}
+            loads = []
             for _ in range(max(1, rounds)):
-                for name, tree, protocol in setups:
-                    rates[name].append(end_to_end(bodies, n, runs, folder, tree=tree, protocol=protocol).rate)
-            mid = {k: statistics.median(v) for k, v in rates.items()}
-            print(f"## {label}: {n:,} spans, {rounds} alternating round(s)")
-            for name, values in rates.items():
-                print(f"  {name:13s} median {mid[name]:>9,.0f} spans/s  (range {min(values):,.0f}–{max(values):,.0f})")
-            print(f"  current / baseline (HTTP): x{mid['current'] / mid['baseline']:.3f}")
-            if "baseline gRPC" in mid:
-                print(f"  current / baseline (gRPC): x{mid['current gRPC'] / mid['baseline gRPC']:.3f}")
-            print(f"  current gRPC / baseline HTTP: x{mid['current gRPC'] / mid['baseline']:.3f}")
+                loads.append(os.getloadavg()[0])
+                for name, side, protocol in setups:
+                    run = end_to_end(
+                        bodies, n, runs, folder, tree=side.tree, python=side.python, protocol=protocol,
+                        small=protocol == "http",
+                    )  # fmt: skip
+                    tries[name].append(run)
+            loads.append(os.getloadavg()[0])
+            print(f"\n## {label}: {n:,} spans in {runs:,} runs, {len(bodies)} requests of {BATCH}, 8 exporters; "
+                  f"{rounds} alternating round(s), medians (ranges); 1-min load {min(loads):.1f}–{max(loads):.1f}")  # fmt: skip
+            _print_comparison(tries)
+
+
+def _print_comparison(tries: dict[str, list[EndToEnd]]) -> None:
+    figures: dict[str, Callable[[list[EndToEnd]], list[float]]] = {
+        "CPU µs per span (server + decoders)": lambda rs: [r.cpu_us_per_span for r in rs],
+        "spans/s (first POST -> every run queryable)": lambda rs: [r.rate for r in rs],
+        f"small request's 200, p50 ms ({SMALL_REQUESTS} per round)": lambda rs: [
+            _percentile(r.small_ms, 50) for r in rs if r.small_ms
+        ],
+        "small request's 200, p99 ms": lambda rs: [_percentile(r.small_ms, 99) for r in rs if r.small_ms],
+        "first small request on a fresh server, ms": lambda rs: [r.first_small_ms for r in rs if r.small_ms],
+    }
+    specs = {"spans/s": ",.0f", "CPU": ".0f"}
+    names = list(tries)
+    print(f"  {'':46s}" + "".join(f"{name:>24s}" for name in names) + "   current / baseline")
+    for figure, of in figures.items():
+        spec = next((v for k, v in specs.items() if figure.startswith(k)), ".1f")
+        values = {name: of(tries[name]) for name in names}
+        cells = "".join(f"{_ranged(v, spec) if v else '-':>24s}" for v in values.values())
+        ratios = []
+        for cur, base in (("current", "baseline"), ("current gRPC", "baseline gRPC")):
+            if values.get(cur) and values.get(base):
+                ratios.append(f"x{statistics.median(values[cur]) / statistics.median(values[base]):.3f}")
+        print(f"  {figure:46s}{cells}   {' / '.join(ratios)}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from typing import Any
 
 from . import conventions as c
 
-__all__ = ["DETECTED", "STALL_ALLOWED", "call_fingerprint", "fingerprint", "rebuild_detected_sql"]
+__all__ = ["DETECTED", "REBUILD_NEEDED", "STALL_ALLOWED", "call_fingerprint", "fingerprint", "rebuild_detected_sql"]
 
 DETECTED = "detected"  # the action of a trip turnledger saw in the spans (the agent did nothing about it)
 STALL_ALLOWED = 6  # failed, all-different tool calls in a row before a stall (LoopGuard's default)
@@ -56,14 +56,26 @@ def call_fingerprint(tool: str | None, arguments: Any) -> str | None:
 # as in the runs rebuild). Tool calls are numbered in start order; a call whose fingerprint was seen
 # before trips once per fingerprint: ``repeat`` if its second occurrence came right after the first,
 # else ``cycle``, placed at its last occurrence. Stalls are islands of failed calls with no repeat among them.
-_DETECT = f"""
-WITH calls AS (
-    SELECT s.trace_id, s.span_id, s.end_time, s.tool, s.call_fingerprint AS fp,
-           s.status_code = 'ERROR' OR coalesce(s.soft_failure, FALSE) AS failed,
-           row_number() OVER (PARTITION BY s.trace_id ORDER BY s.start_time, s.span_id) AS n
+_TOOL_CALLS = """
+    SELECT s.trace_id, s.span_id, s.start_time, s.end_time, s.tool, s.call_fingerprint AS fp,
+           s.status_code = 'ERROR' OR coalesce(s.soft_failure, FALSE) AS failed
     FROM spans s JOIN (SELECT DISTINCT trace_id FROM _touched) t USING (trace_id)
     WHERE s.operation = 'execute_tool' AND s.call_fingerprint IS NOT NULL AND s.start_time >= $since
-      AND NOT EXISTS (SELECT 1 FROM guard_events g WHERE g.trace_id = s.trace_id
+"""
+# The numbering and windows below are only worth computing for a trace that can hold a trip: one
+# with a call made twice, or with more failed calls than a stall allows (most runs have neither).
+_MAY_LOOP = f"""
+    SELECT trace_id FROM tool_calls GROUP BY trace_id
+    HAVING count(*) > count(DISTINCT fp) OR count(*) FILTER (WHERE failed) > {STALL_ALLOWED}
+"""
+_DETECT = f"""
+WITH tool_calls AS ({_TOOL_CALLS}),
+may_loop AS ({_MAY_LOOP}),
+calls AS (
+    SELECT tc.trace_id, tc.span_id, tc.end_time, tc.tool, tc.fp, tc.failed,
+           row_number() OVER (PARTITION BY tc.trace_id ORDER BY tc.start_time, tc.span_id) AS n
+    FROM tool_calls tc JOIN may_loop USING (trace_id)
+    WHERE NOT EXISTS (SELECT 1 FROM guard_events g WHERE g.trace_id = tc.trace_id
                       AND g.name = '{c.EVENT_LOOP_TRIP}' AND g.action IS DISTINCT FROM '{DETECTED}')
 ),
 seen AS (
@@ -92,6 +104,14 @@ SELECT trace_id, span_id, -1 AS seq, '{c.EVENT_LOOP_TRIP}' AS name, end_time AS 
        '{DETECTED}' AS action, tool, NULL AS cause, json_object('calls', times) AS attributes
 FROM (SELECT * FROM repeats UNION ALL SELECT * FROM stalls)
 """
+
+
+# Whether the rebuild below can change anything: a touched trace may hold a trip, or held a detected
+# one (else it deletes and inserts nothing, as in most commits, and costs a commit two statements).
+REBUILD_NEEDED = f"""(
+    EXISTS (WITH tool_calls AS ({_TOOL_CALLS}) {_MAY_LOOP})
+    OR EXISTS (SELECT 1 FROM guard_events WHERE action = '{DETECTED}' AND trace_id IN (SELECT trace_id FROM _touched))
+)"""
 
 
 def rebuild_detected_sql() -> tuple[str, str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from . import conventions as c
 
-__all__ = ["ERROR_STOPS", "FINISH_STOPS", "STOP_REASONS", "UNKNOWN", "stop_cause_sql"]
+__all__ = ["ERROR_STOPS", "FINISH_STOPS", "ROOT_STOP", "STOP_REASONS", "UNKNOWN", "stop_cause_sql", "stop_signals"]
 
 UNKNOWN = "unknown"
 
@@ -65,30 +65,42 @@ def _case(value: str, mapping: dict[str, str]) -> str:
     return f"(CASE {value} {whens} END)"
 
 
-def _root_attr(key: str) -> str:
-    return f"json_extract_string(root.attributes, '$.\"{key}\"')"
+def stop_signals(alias: str) -> dict[str, str]:
+    """What rules 1–4 read of a run's root span, each an SQL expression over the span row ``alias``:
+    the runs rebuild selects them once per run, so each JSON path is read once (the rule over them,
+    ``ROOT_STOP``, reads columns)."""
 
-
-def stop_cause_sql(last_finish: str) -> str:
-    """The stop cause over the runs rebuild's ``root`` span and ``last_finish``, the finish reason of
-    the run's last model call (the first of several, comma-separated)."""
+    def attr(key: str) -> str:
+        return f"json_extract_string({alias}.attributes, '$.\"{key}\"')"
 
     def first_event(key: str) -> str:  # the first event that has it (an exception is not always event 0)
-        return f"list_filter(json_extract_string(root.events, '$[*].attributes.\"{key}\"'), lambda x: x IS NOT NULL)[1]"
+        return (
+            f"list_filter(json_extract_string({alias}.events, '$[*].attributes.\"{key}\"'), lambda x: x IS NOT NULL)[1]"
+        )
 
-    exception = first_event("exception.type")
-    message = f"coalesce({first_event('exception.message')}, root.status_message, '')"
-    error_type = f"regexp_extract(coalesce({_root_attr(c.ERROR_TYPE)}, {exception}), '[^.]+$')"
-    by_error = _case(error_type, ERROR_STOPS)
-    step_limit = " OR ".join(f"contains({message}, '{m}')" for m in STEP_LIMIT_MESSAGES)
-    finish = f"split_part({last_finish}, ',', 1)"
-    return f"""CASE
-        WHEN root.span_id IS NULL THEN NULL
-        WHEN {_root_attr(c.STOP_CAUSE)} IS NOT NULL THEN {_root_attr(c.STOP_CAUSE)}
-        WHEN {_case(_root_attr(c.AGENT_STOP_REASON), STOP_REASONS)} IS NOT NULL
-            THEN {_case(_root_attr(c.AGENT_STOP_REASON), STOP_REASONS)}
-        WHEN {by_error} = 'budget_exceeded' AND ({step_limit}) THEN 'max_steps'
-        WHEN {by_error} IS NOT NULL THEN {by_error}
-        WHEN root.status_code = 'ERROR' THEN 'error'
-        ELSE coalesce({_case(finish, FINISH_STOPS)}, '{UNKNOWN}')
+    message = f"coalesce({first_event('exception.message')}, {alias}.status_message, '')"
+    error_type = f"regexp_extract(coalesce({attr(c.ERROR_TYPE)}, {first_event('exception.type')}), '[^.]+$')"
+    return {
+        "stop_stated": attr(c.STOP_CAUSE),
+        "stop_by_agent": _case(attr(c.AGENT_STOP_REASON), STOP_REASONS),
+        "stop_by_error": _case(error_type, ERROR_STOPS),
+        "stop_step_limit": " OR ".join(f"contains({message}, '{m}')" for m in STEP_LIMIT_MESSAGES),
+    }
+
+
+# Rules 1–4 over ``stop_signals``' columns and the root's status: NULL when the root says nothing.
+ROOT_STOP = """CASE
+        WHEN stop_stated IS NOT NULL THEN stop_stated
+        WHEN stop_by_agent IS NOT NULL THEN stop_by_agent
+        WHEN stop_by_error = 'budget_exceeded' AND stop_step_limit THEN 'max_steps'
+        WHEN stop_by_error IS NOT NULL THEN stop_by_error
+        WHEN status_code = 'ERROR' THEN 'error'
     END"""
+
+
+def stop_cause_sql(root: str, root_stop: str, last_finish: str) -> str:
+    """The stop cause of a run: NULL without its ``root`` span yet (an SQL condition that it is
+    there), else the root's ``root_stop`` (``ROOT_STOP``), else rules 5 and 6 over ``last_finish``,
+    the finish reason of the run's last model call (the first of several, comma-separated)."""
+    finish = f"split_part({last_finish}, ',', 1)"
+    return f"CASE WHEN {root} THEN coalesce({root_stop}, {_case(finish, FINISH_STOPS)}, '{UNKNOWN}') END"

@@ -87,6 +87,7 @@ def build_report(
         "unpriced": rows(q.unpriced_models),
         "invalid_usage": rows(q.invalid_usage_charges),
         "incomplete_usage": rows(q.incomplete_usage_charges),
+        "runs_without_model_calls": rows(q.runs_without_model_calls),
         "long_tail": long_tail,
         "cost_anomalies": {
             "factor": q.ANOMALY_FACTOR,
@@ -137,6 +138,11 @@ def _pct(v: Any) -> str:
     return "—" if v is None else f"{v:.1%}"
 
 
+# What adds the model calls to a source that traces only the agent (its tools and steps).
+_NO_MODEL_CALLS_HINT = (
+    "Trace the model client too: the anthropic or openai SDK's own tracing (OTEL on), or the OpenInference / "
+    "OpenLLMetry instrumentation of the provider SDK or of LiteLLM beside the framework's"
+)
 _HEALTH_TOOLS = 10  # the most-called tools the human report lists (the JSON has them all)
 
 
@@ -235,4 +241,13 @@ def format_report(r: dict[str, Any]) -> str:
             f"{plural(u['calls'], 'call')} in {plural(u['runs'], 'run')}, e.g. span {u['last_trace_id']}/{u['last_span_id']}"
             for u in r["incomplete_usage"]
         ]
+    if r["runs_without_model_calls"]:
+        lines += ["", "NO MODEL CALLS REPORTED (tool calls but no model call: the source traces the agent, not its model "
+                  "client, so their spend is unknown, not $0):"]  # fmt: skip
+        lines += [
+            f"  {u['scopes'] or 'no scope'}: {plural(u['runs'], 'run')}, {plural(u['tool_calls'], 'tool call')}, "
+            f"e.g. run {u['last_trace_id']}"
+            for u in r["runs_without_model_calls"]
+        ]
+        lines += ["  " + _NO_MODEL_CALLS_HINT]
     return "\n".join(lines)

@@ -49,12 +49,11 @@ STEP_CAP_SHAPE = "step_cap"
 
 # Operations that record a framework's bookkeeping, not work: a trace of only these is no run.
 BOOKKEEPING_OPERATIONS = ("create_agent",)
+# A copy of a billed call charged in another trace (over ``call_copies cc``).
+_FOREIGN_COPY = "cc.duplicate_of IS NOT NULL AND cc.duplicate_of_trace IS DISTINCT FROM cc.trace_id"
 # A span that makes its trace a run (over ``spans s`` LEFT JOIN ``call_copies cc`` on the span): not
 # bookkeeping, and not a copy of a billed call charged in another trace.
-OWN_SPAN = (
-    f"s.operation IS DISTINCT FROM '{BOOKKEEPING_OPERATIONS[0]}' "
-    "AND (cc.duplicate_of IS NULL OR cc.duplicate_of_trace = s.trace_id)"
-)
+OWN_SPAN = f"s.operation IS DISTINCT FROM '{BOOKKEEPING_OPERATIONS[0]}' AND NOT coalesce({_FOREIGN_COPY}, FALSE)"
 
 
 def _attr(alias: str, key: str) -> str:
@@ -70,12 +69,19 @@ _VERSION_KEYS = {
 }
 
 
+def _present(column: str, key: str) -> str:
+    """``key``'s value in a JSON column, parsed only where its text names it: these keys are absent
+    from most spans, and a substring search costs a fraction of a JSON parse (on every span of every
+    run each commit touches)."""
+    return f"CASE WHEN contains({column}, '\"{key}\"') THEN json_extract_string({column}, '$.\"{key}\"') END"
+
+
 def version_aggregates(alias: str = "s") -> dict[str, str]:
     """Each version column -> its aggregate over a trace's spans (attributes first, then the resource)."""
     out = {}
     for column, (attribute_keys, resource_keys) in _VERSION_KEYS.items():
-        paths = [_attr(alias, k) for k in attribute_keys]
-        paths += [f"json_extract_string({alias}.resource, '$.\"{k}\"')" for k in resource_keys]
+        paths = [_present(f"{alias}.attributes", k) for k in attribute_keys]
+        paths += [_present(f"{alias}.resource", k) for k in resource_keys]
         value = paths[0] if len(paths) == 1 else f"coalesce({', '.join(paths)})"
         out[column] = f"arg_min({value}, {alias}.parent_span_id <> '') FILTER (WHERE {value} IS NOT NULL)"
     return out
@@ -87,6 +93,10 @@ def tools_used(alias: str = "s") -> str:
     ``runs.tools`` (migration 18) holds it, so the runs using a tool are counted over runs rows
     instead of distinct trace ids over every tool span (the Health page's costliest step)."""
     return f"list(DISTINCT {alias}.tool ORDER BY {alias}.tool) FILTER (WHERE {alias}.operation = 'execute_tool')"
+
+
+# Over the rule's columns of ``root`` (``ledger.outcomes``): two columns read it.
+_STOP_CAUSE = outcomes.stop_cause_sql("root.span_id IS NOT NULL", "root.stop_by_root", "ch.last_finish_reason")
 
 
 def _run_values() -> dict[str, str]:
@@ -108,7 +118,7 @@ def _run_values() -> dict[str, str]:
         "ended_at": "sp.ended_at",
         "status_code": "root.status_code",
         "error_type": _attr("root", c.ERROR_TYPE),
-        "stop_cause": outcomes.stop_cause_sql("ch.last_finish_reason"),
+        "stop_cause": _STOP_CAUSE,
         "stop_detail": _attr("root", c.STOP_DETAIL),
         "model_calls": "coalesce(ch.model_calls, 0)",
         "turns": "coalesce(ch.turns, 0)",
@@ -119,8 +129,7 @@ def _run_values() -> dict[str, str]:
         "loop_trips": "coalesce(ge.loop_trips, 0)",
         # a step cap the agent did not report as a guard event still halted the run (ledger.outcomes)
         "step_cap_halts": (
-            f"greatest(coalesce(ge.step_cap_halts, 0), ({outcomes.stop_cause_sql('ch.last_finish_reason')}"
-            " IS NOT DISTINCT FROM 'max_steps')::INTEGER)"
+            f"greatest(coalesce(ge.step_cap_halts, 0), ({_STOP_CAUSE} IS NOT DISTINCT FROM 'max_steps')::INTEGER)"
         ),
         "retry_attempts": "coalesce(ch.retry_attempts, 0)",
         "unpriced_calls": "coalesce(ch.unpriced_calls, 0)",
@@ -139,9 +148,17 @@ def _run_values() -> dict[str, str]:
 _REFRESH = """
 {verb} INTO runs ({columns})
 WITH t AS (SELECT DISTINCT trace_id FROM _touched),
-root AS (
+-- The spans that are copies of calls charged in another trace: few or none, so joining every span
+-- to them (instead of to every copy) keeps the run rule's join cheap.
+foreign_copies AS (
+    SELECT cc.* FROM call_copies cc JOIN t USING (trace_id) WHERE cc.start_time >= $since AND {foreign_copy}
+),
+first_root AS (
     SELECT s.* FROM spans s JOIN t USING (trace_id) WHERE s.parent_span_id = '' AND s.start_time >= $since
     QUALIFY row_number() OVER (PARTITION BY s.trace_id ORDER BY s.start_time) = 1
+),
+root AS (  -- with what it says of why the run stopped, read once per run (ledger.outcomes)
+    SELECT *, {root_stop} AS stop_by_root FROM (SELECT *, {stop_signals} FROM first_root)
 ),
 sp AS (
     SELECT s.trace_id, min(s.start_time) AS started_at, max(s.end_time) AS ended_at,
@@ -155,7 +172,7 @@ sp AS (
            count(*) FILTER (WHERE {own_span}) AS own_spans,
            {versions}
     FROM spans s JOIN t USING (trace_id)
-    LEFT JOIN call_copies cc ON cc.trace_id = s.trace_id AND cc.span_id = s.span_id AND cc.start_time >= $since
+    LEFT JOIN foreign_copies cc ON cc.trace_id = s.trace_id AND cc.span_id = s.span_id
     WHERE s.start_time >= $since GROUP BY s.trace_id
 ),
 ch AS (
@@ -183,9 +200,13 @@ WHERE sp.own_spans > 0
 """
 # The touched traces that are no run (any more): their rows go (the INSERT above leaves them be). A
 # runs row's spans all start at or after its started_at, so $since (no later than it) bounds the read.
+# Spans are never taken back and their operation never changes: a trace that was a run stops being
+# one only when a copy of its became foreign, so only traces holding a foreign copy are looked at.
+_FOREIGN_HOLDERS = f"""SELECT DISTINCT cc.trace_id FROM call_copies cc JOIN _touched USING (trace_id)
+    WHERE cc.start_time >= $since AND {_FOREIGN_COPY}"""
 _NOT_RUNS = f"""
-DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched) AND trace_id NOT IN (
-    SELECT s.trace_id FROM spans s JOIN _touched t USING (trace_id)
+DELETE FROM runs WHERE trace_id IN ({_FOREIGN_HOLDERS}) AND trace_id NOT IN (
+    SELECT s.trace_id FROM spans s JOIN ({_FOREIGN_HOLDERS}) h USING (trace_id)
     LEFT JOIN call_copies cc ON cc.trace_id = s.trace_id AND cc.span_id = s.span_id AND cc.start_time >= $since
     WHERE s.start_time >= $since AND {OWN_SPAN})
 """
@@ -202,6 +223,9 @@ def _refresh_sql(_terms: tuple[PriceTerm, ...], verb: str = "INSERT OR REPLACE")
         soft_failure=SOFT_FAILURE,
         tools=tools_used("s"),
         own_span=OWN_SPAN,
+        foreign_copy=_FOREIGN_COPY,
+        root_stop=outcomes.ROOT_STOP,
+        stop_signals=", ".join(f"{sql} AS {name}" for name, sql in outcomes.stop_signals("first_root").items()),
         term_sums=",\n           ".join(sums),
         loop_trip=c.EVENT_LOOP_TRIP,
         step_cap=STEP_CAP_SHAPE,
@@ -229,11 +253,17 @@ def refresh_runs(con: duckdb.DuckDBPyConnection, trace_ids: list[str], *, since_
         since = since_ns if earliest_run is None else min(since_ns, earliest_run)
     # A literal, not a parameter, so the filter is a constant the scan can prune row groups with.
     bound = f"make_timestamp_ns({int(since)})" if since is not None else "TIMESTAMP_NS '1970-01-01'"
-    for statement in loops.rebuild_detected_sql():  # the loops seen in the spans, before the runs count them
-        con.execute(statement.replace("$since", bound))
+    # One small query first says which of the statements before the rebuild can change anything:
+    # planning each costs a commit milliseconds, and most commits need neither.
+    loops_may_change, holds_foreign_copy = con.execute(
+        f"SELECT {loops.REBUILD_NEEDED}, EXISTS ({_FOREIGN_HOLDERS})".replace("$since", bound)
+    ).fetchone() or (True, True)
+    if loops_may_change:  # the loops seen in the spans, before the runs count them
+        for statement in loops.rebuild_detected_sql():
+            con.execute(statement.replace("$since", bound))
     if on_lake:  # what INSERT OR REPLACE does by the key
         con.execute("DELETE FROM runs WHERE trace_id IN (SELECT trace_id FROM _touched)")
-    else:  # a trace that stopped being a run (its call's charge moved to another trace's copy)
+    elif holds_foreign_copy:  # a trace that stopped being a run (its call's charge moved to another trace's copy)
         con.execute(_NOT_RUNS.replace("$since", bound))
     con.execute(sql.replace("$since", bound))
 

@@ -17,6 +17,9 @@
 |                            |                     | words contain one is redacted whatever its value         |
 | TURNLEDGER_REDACT_PATTERNS | (none)              | more value patterns, a JSON object ``{"kind": "regex"}``;|
 |                            |                     | each match becomes ``[REDACTED:kind]``                   |
+| TURNLEDGER_REDACT_IP       | on                  | IP addresses are personal data (GDPR): on, or off to     |
+|                            |                     | store them (loopback, link-local, multicast and reserved |
+|                            |                     | addresses, and version strings, are kept either way)     |
 | TURNLEDGER_ALLOW_PRIVATE_WEBHOOKS | off (``up``: on) | budget webhooks may target private and loopback    |
 |                            |                     | addresses (link-local and cloud metadata: never)         |
 | TURNLEDGER_QUALITY         | (none)              | what counts as negative feedback, a failed or a safety   |
@@ -43,6 +46,7 @@ __all__ = [
     "db_path",
     "prices_file",
     "quality_settings",
+    "redact_ip_addresses",
     "redaction_settings",
     "server_url",
     "soft_failure_pattern",
@@ -95,10 +99,12 @@ def capture_mode() -> str:
 
 
 def redaction_settings() -> tuple[bool, list[str], dict[str, str]]:
-    """(redaction on?, extra secret key names, extra ``{kind: regex}`` patterns), checked."""
+    """(redaction on?, extra secret key names, extra ``{kind: regex}`` patterns), checked
+    (``TURNLEDGER_REDACT_IP`` too, so that a server refuses a wrong one before it starts)."""
     mode = (_env("TURNLEDGER_REDACT") or "on").lower()
     if mode not in REDACT_MODES:
         raise ValueError(f"TURNLEDGER_REDACT={mode!r}: choose one of {', '.join(REDACT_MODES)}")
+    redact_ip_addresses()
     keys = [k.strip() for k in (_env("TURNLEDGER_REDACT_KEYS") or "").split(",") if k.strip()]
     raw = _env("TURNLEDGER_REDACT_PATTERNS")
     patterns: dict[str, str] = {}
@@ -115,6 +121,14 @@ def redaction_settings() -> tuple[bool, list[str], dict[str, str]]:
             except re.error as exc:
                 raise ValueError(f"TURNLEDGER_REDACT_PATTERNS[{kind!r}] = {pattern!r}: {exc}") from None
     return mode == "on", keys, patterns
+
+
+def redact_ip_addresses() -> bool:
+    """Whether redaction replaces IP addresses (``TURNLEDGER_REDACT_IP``, on unless told off)."""
+    mode = (_env("TURNLEDGER_REDACT_IP") or "on").lower()
+    if mode not in REDACT_MODES:
+        raise ValueError(f"TURNLEDGER_REDACT_IP={mode!r}: choose one of {', '.join(REDACT_MODES)}")
+    return mode == "on"
 
 
 # --- exposure: webhook targets and the dashboard's login ------------------------------------

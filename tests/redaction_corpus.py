@@ -13,21 +13,27 @@ leave at least 99% intact. Shared by ``tests/server/test_redaction_corpus.py`` a
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import importlib.util
+import ipaddress
 import random
+import re
 import struct
 import sysconfig
 import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from email import errors, headerregistry
 from functools import cache
+from http import cookies
 from pathlib import Path
 
 __all__ = [
-    "CONTEXTS", "ID_TYPES", "ORDINARY_FILE", "PIECE", "SECRETS", "Secret", "message_pieces", "ordinary_by_type",
+    "CONTEXTS", "ID_TYPES", "IP_ADDRESSES", "ORDINARY_FILE", "PIECE", "SECRETS", "Secret", "code_lines", "message_pieces",
+    "ordinary_by_type",
     "ordinary_text",
 ]  # fmt: skip
 
@@ -349,7 +355,37 @@ SECRETS: tuple[Secret, ...] = (
     _s("secret", "password=/Hunter2Hunter2", "/Hunter2Hunter2", "Hunter2Hunter2", name="secret_slash"),
     _s("secret", "secret: /xK9-mP2-qR7-tV4", "/xK9-mP2-qR7-tV4", "xK9-mP2-qR7-tV4", name="secret_slash"),
     _s("secret", '{"api_key": "/abc/Def123Ghi456"}', "/abc/Def123Ghi456", "abc/Def123Ghi456", name="secret_slash"),
+    # --- e-mail local parts in a script outside Latin (combining marks, joiners), domains IDN or not
+    _s("email", "उदाहरण@example.com", "उदाहरण@example.com", "उदाहरण", name="email_non_latin"),
+    _s("email", "write to मोहन.लाल@उदाहरण.भारत today", "मोहन.लाल@उदाहरण.भारत", "मोहन.लाल", name="email_non_latin"),
+    _s("email", "иван.петров@пример.рф", "иван.петров@пример.рф", "иван.петров", name="email_non_latin"),
+    _s("email", "(مُحَمَّد.عَلِي@example.com)", "مُحَمَّد.عَلِي@example.com", "مُحَمَّد.عَلِي", name="email_non_latin"),
+    _s("email", "連絡先：すずき.はなこ@例え.jp。", "すずき.はなこ@例え.jp", "すずき.はなこ", name="email_non_latin"),
+    _s("email", "Γράψτε στο ελένη.παπαδοπούλου@example.gr", "ελένη.παπαδοπούλου", name="email_non_latin"),
+    _s("email", "می‌خواهم@example.ir", "می‌خواهم@example.ir", "می‌خواهم", name="email_non_latin"),
+    # --- UK phone numbers in national format, and with 00 44 (Ofcom's ranges for fiction)
+    _number("phone", "020 7946 0958", name="phone_uk"),
+    _number("phone", "call me on 07700 900123", name="phone_uk"),
+    _number("phone", "(020) 7946 0958", name="phone_uk"),
+    _number("phone", "0161 496 0000", name="phone_uk"),
+    _number("phone", "01632 960 018", name="phone_uk"),
+    _number("phone", "00 44 20 7946 0958", name="phone_uk"),
+    _number("phone", "mobile: 00 44 7700 900456", name="phone_uk"),
+    _number("phone", "0044 (0)20 7946 0123", name="phone_uk"),
+    # --- US SSNs written without separators, beside a word that names them
+    _s("ssn", "SSN 536228742", "536228742", name="ssn_bare"),
+    _s("ssn", "social security number: 219099998", "219099998", name="ssn_bare"),
+    _s("ssn", "my Social Security No. is 573920184, thanks", "573920184", name="ssn_bare"),
+    _s("ssn", "ssn#287654321", "287654321", name="ssn_bare"),
+    _s("ssn", "Social-Security-Number=401234567", "401234567", name="ssn_bare"),
+    # --- IP addresses (personal data: redacted unless TURNLEDGER_REDACT_IP=off)
+    _s("ip_address", "client 203.0.113.42 connected", "203.0.113.42", name="ip_address"),
+    _s("ip_address", "x-forwarded-for: 198.51.100.7, 10.1.2.3", "198.51.100.7", "10.1.2.3", name="ip_address"),
+    _s("ip_address", "http://192.0.2.15:8080/health", "192.0.2.15", name="ip_address"),
+    _s("ip_address", "[2001:db8:85a3::8a2e:370:7334]:443", "2001:db8:85a3::8a2e:370:7334", name="ip_address"),
+    _s("ip_address", "peer ::ffff:203.0.113.77 closed", "203.0.113.77", name="ip_address"),
 )
+IP_ADDRESSES = tuple(s for s in SECRETS if s.kind == "ip_address")  # kept when the IP policy is off
 
 
 @cache
@@ -424,6 +460,70 @@ def ordinary_by_type() -> dict[str, str]:
         "id_10_digits": "\n".join(_ids(rng, lambda: str(rng.randrange(10**9, 10**10)))),
         "id_16_digits": "\n".join(_ids(rng, lambda: str(rng.randrange(10**15, 10**16)))),
     }
+
+
+# Lines of code that look like they could hold a secret, chosen by a rule of their own (not by
+# our detectors): a secret-sounding name before '=' or ':', an '@', seven digits, or a dotted quad.
+_HARD_LINE = re.compile(
+    r"(?i:pass|pwd|secret|token|key|auth|credential|cookie|session|\bsig|\bssn|\bpin)\w*[\"']?\s*[=:]"
+    r"|@|\d[\d ().\-]{5,}\d|\b\d{1,3}(?:\.\d{1,3}){3}\b|[0-9a-f]{0,4}:[0-9a-f]{0,4}:[0-9a-f]{1,4}"
+)
+# What makes a line hold personal data or a credential by its form, read by the standard library
+# (not by our detectors): an address that ``email.headerregistry`` parses with a dotted domain,
+# what ``ipaddress`` parses, a Cookie header whose pairs ``http.cookies`` reads.
+_MAIL_TOKEN = re.compile(r"[^\s<>()\[\]\"',;:&`]+@[^\s<>()\[\]\"',;:&`]+")
+_ADDRESS_TOKEN = re.compile(r"[0-9A-Fa-f:.]{7,}")
+
+
+_COOKIE_HEADER = re.compile(r"(?i:cookie\d?):[ \t]*(.*)")
+
+
+def _personal(line: str) -> bool:
+    if (header := _COOKIE_HEADER.search(line)) is not None:
+        cookie = cookies.SimpleCookie()
+        with contextlib.suppress(cookies.CookieError):
+            cookie.load(header.group(1).replace("\\r\\n", "; "))
+        if cookie:
+            return True  # a Cookie header's pairs are credentials, whatever their names
+    for token in _MAIL_TOKEN.findall(line):
+        try:
+            address = headerregistry.Address(addr_spec=token.rstrip("."))
+        except (ValueError, IndexError, errors.HeaderParseError):
+            continue
+        if "." in address.domain and address.domain.rsplit(".", 1)[1].isalpha():
+            return True
+    for token in _ADDRESS_TOKEN.findall(line):
+        try:
+            ipaddress.ip_address(token.strip(".:"))
+            return True
+        except ValueError:
+            continue
+    return False
+
+
+_NOT_LIBRARY = frozenset({"test", "tests", "idlelib", "lib2to3", "site-packages", "turtledemo"})
+
+
+@cache
+def code_lines() -> tuple[list[str], list[str]]:
+    """(non-secret, held): the distinct lines of the interpreter's standard library (its modules
+    and packages, tests left out: ~10 MB) that look like they could hold a secret (``_HARD_LINE``:
+    ~2,700), split by the standard library's own reading (``_personal``) into those that hold
+    personal data or a credential by its form, which redaction replaces, and the others,
+    labelled non-secret (no module of the standard library holds a credential in use)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = [*sorted(root.glob("*.py")), *sorted(root.glob("*/*.py"))]
+    lines = (
+        line
+        for f in files
+        if _NOT_LIBRARY.isdisjoint(f.relative_to(root).parts)
+        for line in f.read_text(encoding="utf-8", errors="replace").splitlines()
+    )
+    non_secret, held = [], []
+    for line in dict.fromkeys(lines):
+        if line.strip() and _HARD_LINE.search(line):
+            (held if _personal(line) else non_secret).append(line)
+    return non_secret, held
 
 
 ID_TYPES = ("uuid", "git_sha", "id_10_digits", "id_16_digits")  # one id a line, each with its checksum rule

@@ -101,10 +101,10 @@ def parse_time(raw: str) -> datetime:
         when = datetime.fromisoformat(raw.strip().replace("Z", "+00:00").replace(" ", "T", 1))
     except ValueError as exc:
         raise ValueError(f"{exc}; {TIME_FORMAT}") from None
-    return naive_utc(when)
+    return _naive_utc(when)
 
 
-def naive_utc(when: datetime) -> datetime:
+def _naive_utc(when: datetime) -> datetime:
     """``when`` in naive UTC; an offset that moves it past the calendar (0001-01-01T00:00+05:00 is in year 0)
     gives the calendar's end on that side, which every bound below clamps alike."""
     if when.tzinfo is None:
@@ -116,7 +116,7 @@ def naive_utc(when: datetime) -> datetime:
 
 
 def _bound(when: datetime | None) -> datetime | None:
-    return None if when is None else min(max(naive_utc(when), FIRST_BOUND), LAST_BOUND)
+    return None if when is None else min(max(_naive_utc(when), FIRST_BOUND), LAST_BOUND)
 
 
 @dataclass(frozen=True)

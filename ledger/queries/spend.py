@@ -29,6 +29,7 @@ __all__ = [
     "invalid_usage_charges",
     "model_attribution",
     "retry_charges",
+    "runs_without_model_calls",
     "spend_over_time",
     "unpriced_models",
     "where_the_money_went",
@@ -166,6 +167,27 @@ def unpriced_models(f: Filters = NO_FILTERS) -> Query:
         + f"""SELECT provider, model, count(*) AS calls, count(DISTINCT trace_id) AS runs,
        sum({INPUT_TOKENS}) AS input_tokens, sum(output_tokens) AS output_tokens
 FROM fc WHERE unpriced GROUP BY provider, model ORDER BY calls DESC""",
+        p,
+    )
+
+
+@query
+def runs_without_model_calls(f: Filters = NO_FILTERS) -> Query:
+    """Runs whose source reported tool calls but no model call, by the instrumentation scopes that sent
+    them, with the latest such run to look at: an agent traced without its model client (CrewAI under
+    OpenInference's documented setup) spends money the ledger never sees. Unknown, never a $0 run."""
+    w, p = filtered(f)
+    return Query(
+        w
+        + """, blind AS (
+    SELECT r.trace_id, r.started_at, r.tool_calls,
+           (SELECT string_agg(DISTINCT nullif(s.scope_name, ''), ', ' ORDER BY nullif(s.scope_name, ''))
+            FROM spans s WHERE s.trace_id = r.trace_id AND s.start_time >= r.started_at) AS scopes
+    FROM fr r WHERE coalesce(r.model_calls, 0) = 0 AND r.tool_calls > 0
+)
+SELECT coalesce(scopes, '') AS scopes, count(*) AS runs, sum(tool_calls) AS tool_calls,
+       arg_max(trace_id, started_at) AS last_trace_id
+FROM blind GROUP BY ALL ORDER BY runs DESC, scopes""",
         p,
     )
 

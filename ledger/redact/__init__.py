@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from ..settings import redaction_settings
+from ..settings import redact_ip_addresses, redaction_settings
 from .detectors import marker
 from .policy import REDACTED, Redactor
 
@@ -21,7 +21,7 @@ __all__ = ["REDACTED", "Redactor", "default_policy", "explicit_policy", "marker"
 @lru_cache(maxsize=2)
 def _configured(on_anyway: bool) -> Redactor:
     enabled, keys, patterns = redaction_settings()
-    return Redactor(keys, patterns, enabled=enabled or on_anyway)
+    return Redactor(keys, patterns, enabled=enabled or on_anyway, ip_addresses=redact_ip_addresses())
 
 
 def default_policy() -> Redactor:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -189,10 +191,14 @@ def _aws_secret(token: str) -> bool:
 # (An id found already is a marker: "[REDACTED:key]" names it as well.)
 _AWS_WINDOW = 64
 _AWS_SECRET = re.compile(r"[A-Za-z0-9/+]{40,}+")
+_AWS_WORDS = ("aws", "amazon", "secret", "redacted:key")
 _AWS_CONTEXT = re.compile(rf"(?i:aws|amazon|secret|redacted:key)|(?:{'|'.join(_AWS_ID_PREFIXES)})[0-9A-Z]{{16}}")
 
 
 def _find_aws_secrets(text: str) -> list[tuple[int, int]]:
+    low = text.lower()
+    if not any(w in low for w in _AWS_WORDS) and not any(p in text for p in _AWS_ID_PREFIXES):
+        return []  # nothing names a key anywhere (the C-speed test spares the scan of most texts)
     found = []
     for m in _AWS_SECRET.finditer(text):
         start, end = m.span()
@@ -298,22 +304,30 @@ def _card_from(run: str, groups: list[tuple[int, int]], first: int) -> int | Non
 # ISO 13616 writes IBANs in capitals, and people in either case: the checksum (of the capitals) decides.
 # The boundary is checked after the first letter (a lookbehind): a pattern that starts with a
 # character class lets the scan skip to candidates.
-_IBAN = re.compile(r"[A-Za-z](?<![A-Za-z0-9].)[A-Za-z]\d{2}(?: ?[A-Za-z0-9]){11,30}+")
+# It is found from its check digits, the two letters before them checked behind: a pattern that
+# starts with a digit lets the scan skip to digits (prose is nearly all letters).
+_IBAN = re.compile(r"\d(?<=[A-Za-z]{2}\d)(?<![A-Za-z0-9][A-Za-z]{2}\d)\d(?: ?[A-Za-z0-9]){11,30}+")
 
 
 def _find_ibans(text: str) -> list[tuple[int, int]]:
     found = []
     for m in _IBAN.finditer(text):
+        start = m.start() - 2
         # The pattern may run into the next word: try the longest prefix first.
-        chars = [(ch, m.start() + i + 1) for i, ch in enumerate(m.group(0)) if ch != " "]
+        chars = [(ch, start + i + 1) for i, ch in enumerate(text[start : m.end()]) if ch != " "]
         for n in range(len(chars), 14, -1):
             if iban.is_valid("".join(ch for ch, _ in chars[:n]).upper()):
-                found.append((m.start(), chars[n - 1][1]))
+                found.append((start, chars[n - 1][1]))
                 break
     return found
 
 
-_PHONE_REGION = "US"  # numbers written without a country code are read as US numbers
+# A number written without a country code is read as a national number of these regions, in
+# turn: a US one (its area code never starts with 0), then a UK one (its trunk prefix is 0).
+_PHONE_REGIONS = ("US", "GB")
+# Ranges Ofcom keeps for fiction and examples, which libphonenumber deems no one's number: a
+# number written in one stands for a real one (UK national numbers, after the trunk prefix).
+_FICTION_RANGES = ("7700900", "1632960", "8081570", "9098790", "3069990")
 # What a written phone number looks like: an optional +country code, an optional (area code),
 # then digit groups joined by single separators; or + and 8 to 15 digits in a row. Only these
 # candidates are given to libphonenumber (its own matcher costs ~250 µs per KB of text).
@@ -321,6 +335,7 @@ _PHONE = re.compile(
     r"(?<![\w+\-%])(?<![^A-Za-z]\.)(?:\+\d{1,3}[ .\-\u00a0]?)?(?:\(\d{1,4}\)[ .\-\u00a0]?)?\d{1,8}+(?:[ .\-\u00a0]\d{1,8}+){1,5}+(?![\w\-]|\.\d)"
     r"|(?<![\w+\-%])(?<![^A-Za-z]\.)\+?\d{10,15}+(?![\w\-]|\.\d)"
 )
+_DECIMAL = re.compile(r"[+\-]?\d+\.\d+")
 _PHONE_WORD = re.compile(r"(?i:phone|tel\b|call|mobile|cell|fax|sms|whatsapp|dial)")
 _PHONE_WINDOW = 32
 _DATE = re.compile(r"\d{4}[\-/.]\d{1,2}[\-/.]\d{1,2}\b|\d{1,2}[\-/.]\d{1,2}[\-/.]\d{4}\b")
@@ -346,19 +361,42 @@ _NI_NUMBER = re.compile(
 )
 
 
+# Its digits and last letter, found first: a pattern that starts with a digit lets the scan skip
+# to digits (one that starts with a letter is tried at nearly every character of prose).
+_NI_TAIL = re.compile(r"\d\d(?P<sep>[ \-]?)\d\d(?P=sep)\d\d(?P=sep)[A-Da-d](?![A-Za-z0-9])")
+
+
 def _find_ni_numbers(text: str) -> list[tuple[int, int]]:
-    return [
-        m.span()
-        for m in _NI_NUMBER.finditer(text)
-        if (letters := m.group(0)[:2] + m.group(0)[-1]).isupper() or letters.islower()
-    ]
+    found = []
+    for tail in _NI_TAIL.finditer(text):
+        start = tail.start() - 2 - len(tail.group("sep"))
+        m = _NI_NUMBER.match(text, start) if start >= 0 else None
+        if m is not None and m.end() == tail.end():
+            letters = m.group(0)[:2] + m.group(0)[-1]
+            if letters.isupper() or letters.islower():
+                found.append(m.span())
+    return found
 
 
 _SSN = re.compile(r"\b\d{3}(?P<sep>[- ])\d{2}(?P=sep)\d{4}\b(?!-)")
 
 
+# Nine digits in a row are an SSN only beside a word that names one (as often they are an id).
+_SSN_WORD = re.compile(r"(?i:\bssn|\bsocial[ \t_\-]*security)")
+_SSN_BARE = re.compile(r"(?<![\w+\-.])\d{9}(?![\w\-]|\.\d)")
+_SSN_WINDOW = 40
+
+
 def _find_ssns(text: str) -> list[tuple[int, int]]:
-    return [m.span() for m in _in_numberish(_SSN, text) if _ssn(m.group(0))]
+    found = [m.span() for m in _in_numberish(_SSN, text) if _ssn(m.group(0))]
+    low = text.lower()
+    if ("ssn" in low or "social" in low) and _SSN_WORD.search(text):
+        found += [
+            m.span()
+            for m in _SSN_BARE.finditer(text)
+            if _ssn(m.group(0)) and _SSN_WORD.search(text, max(0, m.start() - _SSN_WINDOW), m.start())
+        ]
+    return found
 
 
 def _find_phones(text: str) -> list[tuple[int, int]]:
@@ -367,6 +405,8 @@ def _find_phones(text: str) -> list[tuple[int, int]]:
         candidate = m.group(0).replace("\u00a0", " ")
         if candidate.startswith("00") and not candidate.startswith("000"):
             candidate = f"+{candidate[2:].lstrip(' .-')}"  # 00: the international prefix outside North America
+        if _DECIMAL.fullmatch(candidate):
+            continue  # a number's decimals (Decimal('+35236450.6')), which no phone number is written with
         digits = sum(ch.isdigit() for ch in candidate)
         # Without a country code, ten digits at least: seven are too many other things.
         if digits < (8 if candidate.startswith("+") else 10) or digits > 15 or _DATE.match(candidate):
@@ -379,17 +419,32 @@ def _find_phones(text: str) -> list[tuple[int, int]]:
             and not _PHONE_WORD.search(text, max(0, m.start() - _PHONE_WINDOW), m.start())
         ):
             continue
-        try:
-            number = phonenumbers.parse(candidate, _PHONE_REGION)
-        except phonenumbers.NumberParseException:
-            continue
-        if phonenumbers.is_valid_number(number):
+        if any(_phone_number(candidate, region) for region in _PHONE_REGIONS):
             found.append(m.span())
     return found
 
 
-# An address in any script (RFC 6531: internationalized local parts and domains).
-_EMAIL = re.compile(r"[\w.%+\-]+@(?P<domain>[\w\-]+(?:\.[\w\-]+)*\.[\w\-]{2,})")
+def _phone_number(candidate: str, region: str) -> bool:
+    try:
+        number = phonenumbers.parse(candidate, region)
+    except phonenumbers.NumberParseException:
+        return False
+    if phonenumbers.is_valid_number(number):
+        return True
+    return number.country_code == 44 and str(number.national_number).startswith(_FICTION_RANGES)
+
+
+# An address in any script (RFC 6531: internationalized local parts and domains). ``\w`` leaves
+# out combining marks (Devanagari's vowel signs, Arabic's harakat) and the zero-width joiners:
+# any character outside ASCII counts, but white space and the punctuation of the Latin-1,
+# General Punctuation, CJK and full-width blocks (a sentence's marks around an address). Each is
+# one negated class, so the scan skips to candidates in C; a local part starts where its run does
+# (the lookbehind), so a long word without '@' is read once.
+_NOT_MAIL = (
+    r"\x00-\x24\x26-\x2a\x2c\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\xbf\s\u2000-\u200b\u200e-\u206f\u3000-\u303f\uff00-\uff20"
+)
+_LOCAL, _LABEL = f"[^{_NOT_MAIL}]", f"[^{_NOT_MAIL}.%+]"
+_EMAIL = re.compile(rf"{_LOCAL}(?<!{_LOCAL}.){_LOCAL}*+@(?P<domain>{_LABEL}++(?:\.{_LABEL}++)*\.{_LABEL}{{2,}})")
 # Names a mail domain may end in though no public suffix list has them: RFC 2606 / 6761 special
 # uses, and what companies' internal mail uses.
 _PRIVATE_TLDS = frozenset({"example", "test", "invalid", "localhost", "local", "internal", "lan", "corp", "home"})
@@ -421,6 +476,49 @@ def _mail_domain(domain: str) -> bool:
 
 def _find_emails(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _EMAIL.finditer(text) if _mail_domain(m.group("domain"))]
+
+
+# IP addresses, v4 and v6, as the standard library's ``ipaddress`` reads them. An address that
+# names no one is kept: loopback, unspecified, link-local (169.254.169.254), multicast and reserved
+# (255.255.255.0 is a netmask; IPv6 outside 2000::/3 and fc00::/7 is reserved, which spares
+# slices like ``x[1::2]``). Four numbers after a version's mark (v, ==, version) are a version.
+_IPV4 = r"(?:\d{1,3}\.){3}\d{1,3}"
+# (Each starts with a character class, the boundary checked after it: the scan skips to candidates.
+# A v6 address is looked for only where its sign, a colon between hex digits and a colon, is.)
+_IPV4_ADDRESS = re.compile(r"\d(?<![\w.\-]\d)\d{0,2}\.(?:\d{1,3}\.){2}\d{1,3}(?![\w\-]|\.\d|/\d)")
+_IPV6_SIGN = re.compile(r":[0-9A-Fa-f]{0,4}:")
+_IPV6_ADDRESS = re.compile(
+    rf"[0-9A-Fa-f:](?<![\w.:\-][0-9A-Fa-f:])(?:(?<=:)|[0-9A-Fa-f]{{0,3}}:)"
+    rf"(?:[0-9A-Fa-f]{{0,4}}:){{1,6}}(?:{_IPV4}|[0-9A-Fa-f]{{0,4}})(?![\w\-:]|\.\d|/\d)"  # (/32: a network)
+)
+_VERSION_MARK = re.compile(
+    r"(?:(?i:version|\bver\.?|release|build)[_ \t:=\"']{0,6}|(?:==|>=|<=|~=|!=)[ \t\"']{0,2}|(?<![A-Za-z])[vV])$"
+)
+
+
+def _find_ip_addresses(text: str) -> list[tuple[int, int]]:
+    found = []
+    candidates = _IPV4_ADDRESS.finditer(text)
+    if _IPV6_SIGN.search(text):
+        candidates = itertools.chain(candidates, _IPV6_ADDRESS.finditer(text))
+    for m in candidates:
+        try:
+            address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(m.group(0))
+        except ValueError:
+            continue
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # ::ffff:203.0.113.5, as a dual-stack server logs a v4 client
+        if (
+            address.is_loopback
+            or address.is_unspecified
+            or address.is_link_local
+            or address.is_multicast
+            or address.is_reserved
+            or _VERSION_MARK.search(text, max(0, m.start() - 16), m.start())
+        ):
+            continue
+        found.append(m.span())
+    return found
 
 
 # --- the detectors, in the order they run (a longer secret first: a PEM block holds base64 that
@@ -543,7 +641,25 @@ DETECTORS: tuple[Detector, ...] = (
     ),
     Detector("iban", None, min_digits=6, find=_find_ibans, sign=rb"[A-Za-z]{2}%s{2}" % _D),
     Detector("ni_number", None, min_digits=6, find=_find_ni_numbers, sign=_NI_NUMBER_SIGN),
-    Detector("ssn", None, min_digits=9, numeric=True, find=_find_ssns, sign=rb"%s{3}[- ]%s{2}[- ]%s{4}" % (_D, _D, _D)),
+    Detector(
+        "ssn",
+        None,
+        min_digits=9,
+        numeric=True,
+        find=_find_ssns,
+        # (a window of 160 bytes: the 40 characters before the digits, in UTF-8)
+        sign=rb"%s{3}[- ]%s{2}[- ]%s{4}|(?i:ssn|social[ \t_\-]*security)[\x00-\xff]{0,160}%s{9}" % (_D, _D, _D, _D),
+    ),
+    Detector(
+        "ip_address",
+        None,
+        min_digits=1,
+        also=(".", ":"),
+        find=_find_ip_addresses,
+        # (an address outside the reserved ::/8 starts with a group and a colon, and has another:
+        # 2001:db8:: and fe80::1 alike; one that starts with :: is a v4 one, found by its quad)
+        sign=rb"%s{1,3}\.%s{1,3}\.%s{1,3}\.%s{1,3}|[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{0,4}:" % (_D, _D, _D, _D),
+    ),
     # A candidate starts where no word, '+', '-', '%' or a '.' but a word's precedes, with 9 numberish characters at least.
     Detector(
         "phone",

@@ -15,9 +15,10 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -43,7 +44,7 @@ _KEY_VALUE = re.compile(
     r"(?=(?P<s>\"[^\"\n]{1,256}\"|'[^'\n]{1,256}'"
     r"|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"'`,;&<>()\[\]{}]{1,512}))"
 )
-_NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "''", '""'})
+_NOT_A_SECRET = frozenset({"null", "none", "nil", "true", "false", "undefined", "eof", "''", '""'})
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|([/\\\"]))")
 _SIMPLE_ESCAPES = (("\\n", "\n"), ("\\t", "\t"), ("\\r", "\r"), ("\\b", "\b"), ("\\f", "\f"), ("\\/", "/"))
 _ESCAPE_LAYERS = 4  # JSON inside JSON inside ...: each layer doubles the backslashes
@@ -51,6 +52,10 @@ _GATED_CHARS = 256  # texts up to this long are first searched for any detector'
 _CACHED_CHARS = 512
 _GROUPS = ("text", "word", "number")  # strings up to this long are remembered: names, models, tools and ids repeat
 _CACHE_ENTRIES = 65_536
+# Personal data written as numbers or addresses: never in an identifier a provider or an instrumentation
+# issued (msg_…, toolu_…), whose random characters these detectors' pre-checks misread (~60% of hex ids
+# pass the IBAN or NI-number sign, 17 µs of detectors each). Secrets are still looked for there.
+_PERSONAL = frozenset({"email", "card", "iban", "ni_number", "ssn", "ip_address", "phone"})
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _ARRAYS = (list, tuple)
 _NAME_SETS, _REMEMBERED_NAMES = 4_096, 64  # sets of attribute names remembered: bounded in count and size
@@ -75,6 +80,65 @@ def _strings_in_place(raw: str) -> str | None:
     return raw if "\\" not in raw else None
 
 
+# Code that computes a secret rather than holds one, by what follows the value: an operator between
+# spaces (TSPECIALS | WSP), or for a string a method (', '.join) or a format's operator ('%s' % x).
+_OPERATOR = re.compile(r"[ \t]+(?:[|+*/%&^<>\-]|and|or|if|else)[ \t]")
+_STRING_CODE = re.compile(r"\.[a-z_]+\(|[ \t]+\+[ \t]")
+_FORMATTED = re.compile(r"[ \t]*%[ \t]")
+_PLACEHOLDER = re.compile(r"%(?:\(\w+\))?[sdrfx]|\{[\w.]*\}|\$\{?\w+\}?")  # %s, {name}, $VAR
+_OPERANDS = re.compile(r"[*+|&]")
+_ASSIGNED = re.compile(r"[ \t]=[ \t]")  # code's spacing (a config line or a URL writes key=value)
+_DOTTED_NUMBER = re.compile(r"\d+(?:\.\d+){2,}")  # an OID or a version: 1.3.6.1.5.5.7.3.1
+_NAME = re.compile(r"[A-Za-z][\w.\-]*")
+_WORDS = re.compile(r"[A-Za-z][a-z]*,? [a-z]+,? [a-z]+")  # three words of letters: a sentence
+_SHORTEST = 4  # a secret has four characters at least (a PIN); 'yes' or 1 is a setting
+
+
+def _not_held(text: str, m: re.Match[str], value: str, is_secret: Callable[[str], bool]) -> bool:
+    """Whether a ``key=value``'s value is no secret however its key is named: a template's placeholder
+    (``token=%r``), a setting (``'yes'``, ``1``), a dotted number, the name of a secret field
+    (``auth_header = 'Proxy-Authorization'``), prose (``pwd: expected bytes, got``), or code that
+    computes the secret rather than holds one: a call (``token = next_token()``), a string's
+    method or format (``', '.join``, ``'%s' % x``, ``"Basic " + b64``), or a plain name (not a
+    random-looking one, like ``Tr0ub4dor3``) indexed (``token = self[0]``), in an operation, or
+    assigned with code's spacing (``self.token = nextchar``, ``token = 1*tchar``)."""
+    end = m.end("s")
+    inner = value.strip("\"'\\")
+    if (
+        len(inner) < _SHORTEST
+        or _PLACEHOLDER.fullmatch(inner)
+        or _DOTTED_NUMBER.fullmatch(inner)
+        or text.startswith("(", end)
+        or inner.startswith((",", ")"))  # what lies between two strings of code: '...:", sep="'
+        or (_NAME.fullmatch(inner) is not None and not inner[-1].isdigit() and is_secret(inner))
+    ):
+        return True
+    if value[0] in "\"'":
+        return _STRING_CODE.match(text, end) is not None or (
+            _PLACEHOLDER.search(inner) is not None and _FORMATTED.match(text, end) is not None
+        )
+    if text[m.end("key") : m.start("s")].lstrip("\"'").startswith(":") and _WORDS.match(text, m.start("s")):
+        return True  # prose: "password:  The password for the authentication."
+    assigned = _ASSIGNED.search(text, m.end("key"), m.start("s") + 1) is not None
+    names = [n for n in _OPERANDS.split(value) if n] if assigned else [value]
+    if not all(_plain_name(n.removeprefix("self.").removeprefix("cls.")) for n in names):
+        return False
+    return assigned or text.startswith("[", end) or _OPERATOR.match(text, end) is not None
+
+
+def _plain_name(name: str) -> bool:
+    """A dotted name people write (or a number), not a random-looking word."""
+    return name.isdigit() or (all(part.isidentifier() for part in name.split(".")) and not _random_looking(name))
+
+
+def _random_looking(name: str) -> bool:
+    """Letters and digits alternating (Tr0ub4dor3) or mixed case inside a word (aB3dE): a name
+    people write has words, in one case each, and digits at their ends."""
+    shifts = sum(a.isdigit() != b.isdigit() for a, b in itertools.pairwise(name) if a.isalnum() and b.isalnum())
+    humps = sum(a.islower() and b.isupper() for a, b in itertools.pairwise(name))
+    return shifts >= 3 or humps >= 3
+
+
 def _unescape(m: re.Match[str]) -> str:
     code = m.group(1)
     return m.group(2) if code is None else chr(int(code, 16))
@@ -83,10 +147,15 @@ def _unescape(m: re.Match[str]) -> str:
 class Redactor:
     """A redaction policy. ``extra_keys``: more secret key-name words; ``extra_patterns``:
     ``{kind: regex}``, each match replaced by ``[REDACTED:kind]``; ``enabled=False``
-    (a trusted lab) stores everything as received."""
+    (a trusted lab) stores everything as received; ``ip_addresses=False`` keeps IP addresses."""
 
     def __init__(
-        self, extra_keys: Iterable[str] = (), extra_patterns: Mapping[str, str] | None = None, *, enabled: bool = True
+        self,
+        extra_keys: Iterable[str] = (),
+        extra_patterns: Mapping[str, str] | None = None,
+        *,
+        enabled: bool = True,
+        ip_addresses: bool = True,
     ) -> None:
         self.enabled = enabled
         self.keys = KeyRule(extra_keys)
@@ -99,6 +168,7 @@ class Redactor:
                     else d
                 )
                 for d in CHAIN
+                if ip_addresses or d.kind != "ip_address"
             )
             + extra
         )
@@ -114,6 +184,8 @@ class Redactor:
         self._plan = tuple((d, d.group) for d in self.detectors)
         self._ungrouped = tuple(d for d in self.detectors if not d.group)
         self._prefilter = Prefilter.of(self.detectors)
+        self._secrets = tuple(d for d in self.detectors if d.kind not in _PERSONAL)
+        self._secrets_prefilter = Prefilter.of(self._secrets)
         self._json_keys = Prefilter([self.keys.json_sign()])  # clean: no secret-named key in a JSON text
         self._texts: dict[str, str] = {}
         self._plain_names: dict[tuple[str, ...], bool] = {}  # attribute names -> none is secret-named
@@ -138,6 +210,21 @@ class Redactor:
             # so a hit hands back the caller's own object and ``is`` tells it nothing changed.
             self._texts[text] = "" if done is text else done
         return done or text
+
+    def identifier(self, text: str) -> str:
+        """An identifier the ledger joins on (a response, tool call or call id) with every secret
+        replaced (an API key sent as an id is still a key); personal-data detectors are not run
+        (``_PERSONAL``): they only ever broke ids, and two calls became one charge. The same object
+        if none was found."""
+        if not self.enabled or not text or self._secrets_prefilter.clean(text):
+            return text
+        view = TextView(text)
+        for detector in self._secrets:
+            if detector.wanted(view):
+                found = detector.apply(text)
+                if found != text:
+                    text, view = found, TextView(found)
+        return text
 
     def encoded(self, value: Base64Bytes) -> str:
         """A ``bytesValue`` redacted: the bytes it encodes are read as UTF-8 text (in binary data,
@@ -211,8 +298,7 @@ class Redactor:
                 value.lower() in _NOT_A_SECRET
                 or "[REDACTED:" in value
                 or not self.keys.is_secret(m.group("key"))
-                or text.startswith("(", m.end("s"))  # code: the value is a call (token = next_token())
-                or (value.isidentifier() and self.keys.is_secret(value))  # code: cache_token = current_token
+                or _not_held(text, m, value, self.keys.is_secret)  # code: cache_token = current_token
             ):
                 continue
             start, end = m.span("s")

@@ -38,10 +38,12 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
 # PostgreSQL catalog / S3 endpoint or more than seconds even at its smallest size.
 IMPORT_ONLY = {
     "agent_workload.py": "a library: the workload other benchmarks send",
+    "decode_memory.py": "four maximum-size bodies are what it measures: over a GiB of peak at any setting",
     "exporters.py": "a library: exporter processes other benchmarks start",
     "ingest_throughput.py": "its exporter processes take half a minute even at 300 spans",
     "lake_commit.py": "needs a PostgreSQL catalog",
     "lake_ingest.py": "needs a PostgreSQL catalog and S3 endpoint",
+    "webhook_isolation.py": "its slow receivers hold each round for the 5 s delivery deadline, by design",
 }
 # What benchmarks._common.header prints first and footer last: the commit and the load beside the figures.
 EVERY_RUN_PRINTS = ["(commit ", "load average", "(after the run: load average"]

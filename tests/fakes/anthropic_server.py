@@ -114,11 +114,20 @@ Script = FakeReply | FakeError
 
 
 class FakeAnthropicServer:
-    def __init__(self, responder: Callable[[dict[str, Any]], Script] | None = None, *, truncate_streams: bool = False):
+    def __init__(
+        self,
+        responder: Callable[[dict[str, Any]], Script] | None = None,
+        *,
+        truncate_streams: bool = False,
+        full_delta_usage: bool = False,
+    ):
         """``responder(body)`` answers when the queue is empty; ``truncate_streams``
-        ends every SSE stream before ``message_delta`` (a dropped connection)."""
+        ends every SSE stream before ``message_delta`` (a dropped connection);
+        ``full_delta_usage``: ``message_delta`` carries the whole usage, as the API
+        sends it today, rather than the classic shape with the output count only."""
         self.responder = responder
         self.truncate_streams = truncate_streams
+        self.full_delta_usage = full_delta_usage
         self.exchanges: list[Exchange] = []
         self.cache = PromptCacheModel(min_tokens=0)
         self._queue: deque[Script] = deque()
@@ -222,9 +231,10 @@ def _deltas(index: int, delta_type: str, key: str, text: str, size: int) -> list
     ]
 
 
-def _sse(message: dict[str, Any], truncate: bool) -> bytes:
+def _sse(message: dict[str, Any], truncate: bool, full_delta_usage: bool = False) -> bytes:
     """The message as the Messages API streams it: input and cache counts on
-    message_start (output a placeholder 1), the real output count on message_delta."""
+    message_start (output a placeholder 1), the real output count on message_delta
+    (with the input and cache counts again where ``full_delta_usage``)."""
     usage = message["usage"]
     start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
     out = [_event("message_start", message=start), _event("ping")]
@@ -238,7 +248,8 @@ def _sse(message: dict[str, Any], truncate: bool) -> bytes:
         out.append(_event("content_block_stop", index=index))
     if not truncate:
         delta = {"stop_reason": message["stop_reason"], "stop_sequence": None}
-        out.append(_event("message_delta", delta=delta, usage={"output_tokens": usage["output_tokens"]}))
+        final = usage if full_delta_usage else {"output_tokens": usage["output_tokens"]}
+        out.append(_event("message_delta", delta=delta, usage=final))
         out.append(_event("message_stop"))
     return "".join(out).encode()
 
@@ -274,6 +285,10 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         body = json.loads(raw)
+        if self.path.startswith("/v1/messages/count_tokens"):  # free: counted, never billed
+            exchange.status, exchange.response = 200, {"input_tokens": estimate_tokens(body.get("messages", []))}
+            self._send(200, json.dumps(exchange.response).encode(), "application/json")
+            return
         script = self.fake._next(body)
         if isinstance(script, FakeError):
             error = {"type": "error", "error": {"type": script.error_type, "message": script.message}}
@@ -283,6 +298,6 @@ class _Handler(BaseHTTPRequestHandler):
         message = self.fake._message(body, script)
         exchange.status, exchange.response = 200, message
         if body.get("stream"):
-            self._send(200, _sse(message, self.fake.truncate_streams), "text/event-stream")
+            self._send(200, _sse(message, self.fake.truncate_streams, self.fake.full_delta_usage), "text/event-stream")
         else:
             self._send(200, json.dumps(message).encode(), "application/json")

@@ -22,6 +22,7 @@ from opentelemetry.trace import Status, StatusCode
 from collector.otlp import decode_protobuf
 from ledger.ingest import ingest
 from ledger.report import build_report
+from ledger.spans import SpanEvent
 from ledger.store import open_ledger
 
 NOT_FOUND = "No shipment found for 12345."
@@ -170,6 +171,26 @@ def test_a_run_that_reported_its_own_trips_is_not_detected_again():
 def test_stop_cause_from_error_types_and_the_last_finish_reason(stop: dict[str, Any], final: str, cause: str):
     con = _ledger(([("find_order", {"order_id": "1"}, "ok", False)], final, stop))
     assert con.execute("SELECT stop_cause FROM runs").fetchone() == (cause,)
+
+
+@pytest.mark.parametrize(
+    ("message", "cause", "halts"),
+    [
+        ("The next request would exceed the request_limit of 3", "max_steps", 1),
+        ("The next tool call would exceed the tool_calls_limit of 5", "max_steps", 1),
+        ("Exceeded the total_tokens_limit of 100 (total_tokens=141)", "budget_exceeded", 0),
+    ],
+)
+def test_pydantic_ais_request_and_tool_call_limits_are_step_caps(message: str, cause: str, halts: int):
+    """pydantic-ai raises UsageLimitExceeded for every limit: its exception's message tells a step cap."""
+    spans = decode_protobuf(_agent([("find_order", {"order_id": "1"}, "ok", False)], "tool_use",
+                                   stop={"error.type": "UsageLimitExceeded"}))  # fmt: skip
+    root = next(s for s in spans if not s.parent_span_id)
+    exception = {"exception.type": "pydantic_ai.exceptions.UsageLimitExceeded", "exception.message": message}
+    root.events = (*root.events, SpanEvent("exception", root.end_ns, exception))
+    con = open_ledger(":memory:")
+    ingest(con, spans)
+    assert con.execute("SELECT stop_cause, step_cap_halts FROM runs").fetchone() == (cause, halts)
 
 
 @pytest.mark.parametrize(("key", "value"), [("http.request.resend_count", 1), ("attempt", 2)])

@@ -72,7 +72,7 @@ def test_reads_through_the_server_print_what_the_file_gives_after_it_stops(ledge
         # The file is held: the error says exactly how to read through the server instead.
         code, out, err = tl(capsys, "report", "--db", str(ledger_file))
         assert code == 2 and out == ""
-        assert "another process holds it" in err and "--server http://127.0.0.1:4318" in err, err
+        assert "another process holds it" in err and "--server URL" in err, err
 
         served = {}
         for argv in READS:
