@@ -32,6 +32,7 @@ from ledger.retention.sampling import Sampler, SamplingPolicy
 from ledger.settings import db_path
 from ledger.store import open_ledger
 
+from . import heap
 from .app import ReceiverHTTPServer
 from .decode_budget import DecodeBudget
 from .decode_pool import DecodePool
@@ -129,6 +130,7 @@ class CollectorServer:
             on_ingested=hooks,
         )
         self.decoder = DecodePool(cfg.decode_workers, self.writer.prices, cfg.redact_content)
+        heap.map_large_blocks()  # a large body's buffers are returned once freed, here as in the workers
         self.readers = ReaderPool(self.con, cfg.reader_connections)
         self.sampler = Sampler(SamplingPolicy(cfg.keep_ordinary, timedelta(seconds=cfg.sampling_grace_s)))
         # Complete bodies being decoded at once, whichever listener took them (usable from
