@@ -76,7 +76,7 @@ BY_PATH = {s.path: s for s in SIGNALS.values()}
 
 
 def prepare_signal(
-    body: bytes,
+    body: bytes | bytearray,
     kind: str,
     signal: str,
     prices: PriceBook | None,
@@ -95,6 +95,7 @@ def prepare_signal(
         records = decode_body(body, kind)  # lazy: parsed on prepare's first span, then the bytes are dropped
         del body  # ... held by nothing else meanwhile
         return _prepare_spans(records, prices, redact_content=redact_content)
+    body = bytes(body) if isinstance(body, bytearray) else body  # a large inflated one (copied: logs, metrics)
     if signal == LOGS:
         policy = default_policy() if redact_content else None
         events = decode_logs_protobuf(body) if kind == PROTOBUF else decode_logs_json(body)

@@ -16,12 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.receiver.decode_budget import DecodeBudget, inflated_estimate
+from ledger.errors import MalformedInput
 from tests.conftest import copy_ledger
 from tests.server.conftest import count, gz, otlp_json, post_otlp, run_spans
+from tests.server.test_invalid_utf8 import BODY as INVALID_UTF8_BODY
+from tests.server.test_invalid_utf8 import SPAN_PLACES, SPANS, _corrupt, _marker
+from tests.test_otlp_hostile import SAMPLE_PB
 
 GUARD_S = 120
 
@@ -228,3 +233,51 @@ def test_a_large_commit_is_checkpointed_at_once_small_ones_wait_for_the_wal_thre
     assert post_otlp(server.url, otlp_json(run_spans("large", turns=2))).status == 200
     _until(lambda: not wal.exists() or wal.stat().st_size == 0)  # done after the answer
     assert count(server, "SELECT count(*) FROM spans") == 8
+
+
+def _decoded_both_ways(body: bytes) -> list[object]:
+    """``decode_protobuf(body)`` parsed whole and a span at a time (``STREAMED_BYTES``): the spans, or
+    "refused" for a MalformedInput (its wording names the place differently)."""
+    from collector import otlp
+
+    outcomes: list[object] = []
+    for streamed_from in (1 << 40, 0):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(otlp, "STREAMED_BYTES", streamed_from)
+            try:
+                outcomes.append(otlp.decode_protobuf(body))
+            except MalformedInput:
+                outcomes.append("refused")
+    return outcomes
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    spoilt=st.sets(st.tuples(st.sampled_from(SPANS), st.sampled_from(SPAN_PLACES)), max_size=8),
+    scopes=st.sets(st.tuples(st.integers(0, 1), st.integers(0, 1)), max_size=2),
+    resources=st.sets(st.integers(0, 1), max_size=1),
+)
+def test_a_large_body_parsed_a_span_at_a_time_decodes_as_when_parsed_whole(spoilt, scopes, resources):
+    """Bodies past ``STREAMED_BYTES`` are parsed a span at a time (their message is never whole in memory):
+    the same spans in the same order, invalid UTF-8 in any place costing the same spans (2 resources ×
+    2 scopes × 3 spans, as tests/server/test_invalid_utf8.py corrupts them)."""
+    body = INVALID_UTF8_BODY
+    for at, place in spoilt:
+        body = _corrupt(body, _marker(place, *at))
+    for at in scopes:
+        body = _corrupt(body, _marker("scope", *at))
+    for r in resources:
+        body = _corrupt(body, _marker("resource", r))
+    whole, streamed = _decoded_both_ways(body)
+    assert whole != "refused" and len(whole) == len(SPANS)
+    assert streamed == whole
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.binary(max_size=300)
+    | st.builds(lambda i, b: SAMPLE_PB[:i] + b + SAMPLE_PB[i:], st.integers(0, 2000), st.binary(max_size=8))
+)
+def test_any_bytes_parsed_a_span_at_a_time_are_refused_or_decoded_as_when_parsed_whole(body):
+    whole, streamed = _decoded_both_ways(body)
+    assert streamed == whole
