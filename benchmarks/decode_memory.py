@@ -16,15 +16,20 @@ printed. Medians of ``--repeats`` runs, with their ranges, and the load. ``DECOD
 prints each process's share at the peak. ``--stages`` instead follows one gzip protobuf body through a
 worker's steps in this process.
 
-Measured (2 cores, load 4-7, --decode-workers 2, medians of 2; #41 item 7), together, main -> this
-branch: gzip protobuf (60 MiB inflated) 963 (930-997) -> 604 (594-614) MiB, gzip JSON 861 (832-890) ->
-644 (628-660). The decode budget admits one such body at a time and span records are built one at a
-time, so a working worker peaks at ~190 MiB and an idle one keeps ~50 (was ~120); what is left is the
-collector: ~380-420 MiB at the peak, DuckDB's memory for the rows written (``duckdb_memory()`` ~60-120
-MiB of it) and glibc's heap. Fixing glibc's mapping threshold there took it to ~260 (483 together), left
-out until its cost to DuckDB's writes is measured; a DuckDB ``memory_limit`` of 96 MiB refused a body
-(503). The 400 MiB goal needs the collector's write side next (smaller commits for a large body, or
-DuckDB's allocator).
+Measured (2 cores, load 10-14, --decode-workers 2, medians of 3 with ranges; #41 item 7), together,
+de87a2f -> this branch: gzip protobuf (60 MiB inflated) 1,195 (1,168-1,295) -> 410 (363-416) MiB, gzip
+JSON (57 MiB inflated) 1,093 (1,071-1,118) -> 514 (509-529); identity protobuf 319 -> 194, identity JSON 320
+-> 209 (an earlier run of this branch). Where it went: the decode budget
+admits one maximum-size body at a time; a worker is sent it compressed, inflates it into one buffer,
+parses it a span at a time and makes rows 2,048 spans at a time (one working worker ~107 MiB over idle
+measured alone, ~170 in the server, an idle one keeps ~20-50: its redaction caches, ~15 MiB of
+content blocks, and Python's small-object arenas); the collector (~150-280 at the peak, with the load's
+timing) holds the three waiting compressed bodies (~23 MiB), the body's rows as Arrow (~30) and DuckDB's
+open transaction over them (``duckdb_memory()``: ~125 MiB of in-memory table, ~15 of index and ~12 of
+long strings for 30 MiB of Arrow rows), which the checkpoint after a large commit frees; glibc's heap
+kept ~150 MiB of freed buffers before its mapping threshold was fixed at 4 MiB. The rest to take is in
+DuckDB's transaction (a large request committed in parts), the idle worker and, for OTLP/JSON, the parsed
+document (``json.loads`` of 57 MiB: a working worker ~245 MiB; a streaming parser would take it a span at a time).
 
     .venv/bin/python benchmarks/decode_memory.py --baseline main --repeats 3
 """
