@@ -7,20 +7,29 @@ comes first. The bodies are realistic agent runs with captured content (each tur
 repeats the conversation so far: large and very compressible, as real exports are). Cases:
 protobuf and OTLP/JSON, gzip and identity.
 
-Printed per case: the growth of resident memory over idle, for the collector process and its
-decode workers summed. Each process's peak is its ``VmHWM`` since idle (reset with
-``clear_refs``), so the sum bounds the simultaneous peak from above. With ``--baseline REF``
-the same cases run against that commit's tree (``git archive``), alternating, and the ratio is
-printed. Medians of ``--repeats`` runs, with their ranges, and the load before and after.
-``--stages`` instead follows one gzip protobuf body through a worker's steps in this process.
+Printed per case: the growth of resident memory over idle of the collector process and its decode
+workers summed at the same moment ("together": sampled every millisecond, the headline), and beside it
+each process's own peak (``VmHWM`` since idle, reset with ``clear_refs``) summed, an upper bound that adds
+peaks of different moments (a worker's body decoded after the other's). With ``--baseline REF`` the same
+cases run against that commit's tree (``git archive``), alternating, and the ratio of "together" is
+printed. Medians of ``--repeats`` runs, with their ranges, and the load. ``DECODE_MEMORY_VERBOSE=1``
+prints each process's share at the peak. ``--stages`` instead follows one gzip protobuf body through a
+worker's steps in this process.
 
-Measured (2 cores, load 6-10, --decode-workers 2, medians of 2; #41 item 7): four 60 MiB-inflated gzip
-protobuf bodies grew the collector and its workers by 1,210 MiB on main and 1,056 MiB with the compressed
-bytes crossing the pipe (collector 490 -> 372, workers 720 -> 684); gzip JSON 1,204 -> 979; identity
-bodies (16 MiB) 354 -> 339 (protobuf) and 324 -> 326 (JSON). ``--stages`` shows where a worker's
-~340 MiB per body goes: inflate +117 (peak), parse and span records +160 over the inflated bytes, Arrow
-+56, pickling for the pipe +79: every step holds a whole-body copy, so the 400 MiB goal needs row
-building and the return trip to stream (a chunk of spans at a time), not only the inflate moved.
+Measured (2 cores, load 10-14, --decode-workers 2, medians of 3 with ranges; #41 item 7), together,
+de87a2f -> this branch: gzip protobuf (60 MiB inflated) 1,195 (1,168-1,295) -> 410 (363-416) MiB, gzip
+JSON (57 MiB inflated) 1,093 (1,071-1,118) -> 514 (509-529); identity protobuf 319 -> 194, identity JSON 320
+-> 209 (an earlier run of this branch). Where it went: the decode budget
+admits one maximum-size body at a time; a worker is sent it compressed, inflates it into one buffer,
+parses it a span at a time and makes rows 2,048 spans at a time (one working worker ~107 MiB over idle
+measured alone, ~170 in the server, an idle one keeps ~20-50: its redaction caches, ~15 MiB of
+content blocks, and Python's small-object arenas); the collector (~150-280 at the peak, with the load's
+timing) holds the three waiting compressed bodies (~23 MiB), the body's rows as Arrow (~30) and DuckDB's
+open transaction over them (``duckdb_memory()``: ~125 MiB of in-memory table, ~15 of index and ~12 of
+long strings for 30 MiB of Arrow rows), which the checkpoint after a large commit frees; glibc's heap
+kept ~150 MiB of freed buffers before its mapping threshold was fixed at 4 MiB. The rest to take is in
+DuckDB's transaction (a large request committed in parts), the idle worker and, for OTLP/JSON, the parsed
+document (``json.loads`` of 57 MiB: a working worker ~245 MiB; a streaming parser would take it a span at a time).
 
     .venv/bin/python benchmarks/decode_memory.py --baseline main --repeats 3
 """
@@ -120,14 +129,53 @@ def _vm_hwm(pid: int) -> int:
     return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
 
 
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _resident(pids: list[int]) -> list[int]:
+    """Each process's resident bytes, from /proc/PID/statm (cheap enough to read every millisecond)."""
+    each = []
+    for pid in pids:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            each.append(int(f.read().split()[1]) * PAGE)
+    return each
+
+
+class _Sampler(threading.Thread):
+    """The peak of the processes' summed resident memory, sampled every millisecond until stopped: what they
+    hold at the same moment (a peak shorter than a sample, such as a copy of a few ms, may be missed)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.pids, self.peak, self._done = pids, _resident(pids), threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(0.001):
+            self._sample()
+
+    def _sample(self) -> None:
+        now = _resident(self.pids)
+        if sum(now) > sum(self.peak):
+            self.peak = now
+
+    def stop(self) -> list[int]:
+        """Each process's resident bytes at the moment their sum peaked."""
+        self._done.set()
+        self.join()
+        self._sample()
+        return self.peak
+
+
 @dataclass
 class Growth:
-    server: float  # MiB over idle, the collector's own process
-    workers: float  # MiB over idle, its decode workers summed
+    together: float  # MiB over idle, the collector and its decode workers at the same moment (sampled)
+    server: float  # MiB over idle, the collector's own process (its VmHWM)
+    workers: float  # MiB over idle, its decode workers' peaks summed (each its own VmHWM, at any moment)
     statuses: list[int]
 
     @property
-    def total(self) -> float:
+    def bound(self) -> float:
+        """The sum of every process's own peak: an upper bound of ``together`` (peaks at different moments add)."""
         return self.server + self.workers
 
 
@@ -161,13 +209,23 @@ def measure(tree: Path, bodies: list[bytes], kind: str, encoding: str | None, wo
             Path(f"/proc/{p.pid}/clear_refs").write_text("5")  # VmHWM := VmRSS
             idle[p.pid] = p.memory_info().rss
         statuses = []
+        sampler = _Sampler([p.pid for p in processes])
+        sampler.start()
         threads = [threading.Thread(target=_post, args=(port, b, kind, encoding, statuses)) for b in bodies]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        at_peak = sampler.stop()
+        together = (sum(at_peak) - sum(idle.values())) / MiB
+        if os.environ.get("DECODE_MEMORY_VERBOSE"):
+            print(
+                "      at the peak, over idle:",
+                [round((r - idle[p.pid]) / MiB) for r, p in zip(at_peak, processes, strict=True)],
+            )
         grown = {p.pid: (_vm_hwm(p.pid) - idle[p.pid]) / MiB for p in processes}
-        return Growth(grown[root.pid], sum(g for pid, g in grown.items() if pid != root.pid), sorted(statuses))
+        workers = sum(g for pid, g in grown.items() if pid != root.pid)
+        return Growth(together, grown[root.pid], workers, sorted(statuses))
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -180,7 +238,7 @@ def stages(kind: str, encoding: str | None) -> None:
     """Where one body's memory goes in a decode worker: what a worker does, step by step, in this process
     (after a warm-up body), with the growth of resident memory and of its peak after each step."""
     from collector.otlp import decode_protobuf
-    from collector.receiver.otlp_http import decompress
+    from collector.receiver.otlp_http import JSON, PROTOBUF, decode_body, decompress
     from ledger.ingest import prepare
     from ledger.rows import default_prices
 
@@ -198,14 +256,11 @@ def stages(kind: str, encoding: str | None) -> None:
     print(f"\nstages of one {kind}{'+' + encoding if encoding else ''} body in one process (over idle):")
     raw = decompress(body, encoding, INFLATED_LIMIT)
     step(f"inflated ({len(raw) / MiB:.0f} MiB)")
-    records = decode_protobuf(raw) if kind == "protobuf" else __import__("collector.otlp").otlp.decode_json(raw)
-    step(f"decoded: {len(records):,} span records")
+    records = decode_body(raw, PROTOBUF if kind == "protobuf" else JSON)  # lazy, as a worker does
     del raw
-    step("the inflated bytes dropped")
     batch = prepare(records, default_prices(), redact_content=True)
-    step("rows built (redacted, priced)")
     del records
-    step("span records dropped")
+    step("parsed span by span into rows (redacted, priced)")
     arrow = batch.to_arrow()
     del batch
     step("rows as Arrow, Python rows dropped")
@@ -268,16 +323,18 @@ def main() -> None:
             for label, runs in results.items():
                 statuses = sorted({s for g in runs for s in g.statuses})
                 print(
-                    f"  {label:>12}: peak over idle {_summary([g.total for g in runs])}"
-                    f"   (collector {_summary([g.server for g in runs])}, workers {_summary([g.workers for g in runs])})"
+                    f"  {label:>12}: peak over idle, together {_summary([g.together for g in runs])}"
+                    f"   (each process's own peak summed {_summary([g.bound for g in runs])}: collector"
+                    f" {_summary([g.server for g in runs])}, workers {_summary([g.workers for g in runs])})"
                     f"   statuses {statuses}",
                     flush=True,
                 )
             if a.baseline:
-                ratio = statistics.median(g.total for g in results["this"]) / statistics.median(
-                    g.total for g in results[a.baseline]
+                ratio = statistics.median(g.together for g in results["this"]) / statistics.median(
+                    g.together for g in results[a.baseline]
                 )
-                print(f"  {'ratio':>12}: x{ratio:.2f} of {a.baseline}")
+                print(f"  {'ratio':>12}: x{ratio:.2f} of {a.baseline} (together)")
+            print(f"  load {os.getloadavg()[0]:.1f}", flush=True)
     footer()
 
 

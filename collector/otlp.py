@@ -13,13 +13,14 @@ import base64
 import gzip
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from ledger.errors import MalformedInput
 from ledger.limits import (
@@ -34,9 +35,14 @@ from ledger.limits import (
 )
 from ledger.spans import Base64Bytes, SpanEvent, SpanLink, SpanRecord
 
-from .otlp_salvage import Rejected, field_bytes, salvage
+from .otlp_salvage import Rejected, _split, field_bytes, salvage
+from .otlp_salvage import _bad_utf8 as bad_utf8  # the salvage's own readers of the wire format
+from .otlp_salvage import _Structural as Structural
 
-__all__ = ["RequestTooLarge", "decode_json", "decode_protobuf", "encode_json", "read_file", "read_file_parts"]
+__all__ = [
+    "RequestTooLarge", "decode_json", "decode_protobuf", "encode_json", "iter_json", "iter_protobuf", "read_file",
+    "read_file_parts",
+]  # fmt: skip
 
 _KINDS = ["UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"]
 _STATUS = ["UNSET", "OK", "ERROR"]
@@ -161,31 +167,41 @@ def _pb_links(links: Any, budget: _Budget) -> tuple[SpanLink, ...]:
 
 
 def decode_protobuf(body: bytes) -> list[SpanRecord]:
-    request = ExportTraceServiceRequest()
+    return list(iter_protobuf(body))
+
+
+def iter_protobuf(body: bytes | bytearray) -> Iterator[SpanRecord]:
+    """``decode_protobuf``'s spans one at a time: a consumer that builds rows as they come
+    (``ledger.rows.prepare``) never holds every span record at once (a 60 MiB body's records
+    took ~160 MiB), and the body is dropped once parsed. MalformedInput may come mid-way."""
     salvaged: list[Rejected] = []
-    try:
-        request.ParseFromString(body)
-    except DecodeError as exc:  # invalid UTF-8 in one span costs that span only (collector.otlp_salvage)
+    resources = _streamed(body, salvaged) if len(body) >= STREAMED_BYTES else None
+    if resources is None:
         request = ExportTraceServiceRequest()
-        salvaged = salvage(body, request, ("resourceSpans", "scopeSpans", "spans"), exc)
-    except ValueError as exc:
-        raise MalformedInput(f"not an OTLP ExportTraceServiceRequest protobuf: {exc}") from None
-    out: list[SpanRecord] = []
-    append, attrs, kinds, statuses = out.append, _pb_attrs, _KIND_NAMES.get, _STATUS_NAMES.get
-    budget = _Budget()
-    spent = 0  # budget's request count, kept here (see below)
+        try:
+            request.ParseFromString(body)
+        except DecodeError as exc:  # invalid UTF-8 in one span costs that span only (collector.otlp_salvage)
+            request = ExportTraceServiceRequest()
+            salvaged = salvage(bytes(body), request, ("resourceSpans", "scopeSpans", "spans"), exc)
+        except ValueError as exc:
+            raise MalformedInput(f"not an OTLP ExportTraceServiceRequest protobuf: {exc}") from None
+        resources = ((rs.resource, ((ss.scope, ss.spans) for ss in rs.scope_spans)) for rs in request.resource_spans)
     # No span can be larger than the body: its size is only worth asking of a large body.
     sizes = len(body) > MAX_SPAN_BYTES
-    for i, rs in enumerate(request.resource_spans):
+    del body  # parsed (or, streamed, held by the spans' views only)
+    attrs, kinds, statuses = _pb_attrs, _KIND_NAMES.get, _STATUS_NAMES.get
+    budget = _Budget()
+    spent = 0  # budget's request count, kept here (see below)
+    for i, (resource_message, scopes) in enumerate(resources):
         try:
-            resource = attrs(rs.resource.attributes, budget)  # one dict shared by the resource's spans
+            resource = attrs(resource_message.attributes, budget)  # one dict shared by the resource's spans
         except _SpanProblem as exc:  # shared by every span below: the request is malformed
             raise MalformedInput(f"resourceSpans[{i}].resource: {exc}") from None
         spent += MAX_SPAN_VALUES - budget.span_left
         budget.span_left = MAX_SPAN_VALUES
-        for ss in rs.scope_spans:
-            scope_name, scope_version = ss.scope.name, ss.scope.version
-            for sp in ss.spans:
+        for scope, spans in scopes:
+            scope_name, scope_version = scope.name, scope.version
+            for sp in spans:
                 status, events, links = sp.status, sp.events, sp.links
                 problem = ""
                 try:  # a value past the limits costs its span only (ingest rejects it, naming it)
@@ -204,7 +220,7 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
                 if spent > MAX_REQUEST_VALUES:
                     budget.refuse()
                 # Positional, in SpanRecord's field order: measurably faster than keywords.
-                append(
+                yield (
                     SpanRecord(
                         sp.trace_id.hex(),
                         sp.span_id.hex(),
@@ -224,9 +240,59 @@ def decode_protobuf(body: bytes) -> list[SpanRecord]:
                         decoded_links,
                     )
                 )
-    if salvaged:
-        out.extend(_rejected_span(r) for r in salvaged)
-    return out
+    yield from map(_rejected_span, salvaged)
+
+
+# A body this large is parsed a span at a time (``_streamed``): parsed whole, its message took ~80 MiB
+# for a 60 MiB body, held beside the body while parsing and beside the rows after (#41 item 7). An
+# exporter's usual batch is far smaller and parsed whole (one call, the fastest).
+STREAMED_BYTES = 16 << 20
+_REFUSED = "not an OTLP ExportTraceServiceRequest protobuf"
+_Resources = Iterator[tuple[Any, Iterator[tuple[Any, Iterable[Any]]]]]
+
+
+def _streamed(body: bytes | bytearray, salvaged: list[Rejected]) -> _Resources | None:
+    """The request's resources, each with its scopes and their spans, read from the wire: a resource's and
+    a scope's own fields parsed here, each span only when iterated (a view of ``body``, parsed then).
+    None if the framing or a resource's or scope's own fields do not parse: the whole-body path decides
+    then, as for any body. A span that does not parse for invalid UTF-8 is added to ``salvaged`` (as
+    ``salvage`` does); one that does not parse otherwise is a MalformedInput, raised when it is reached."""
+    view = cast(bytes, memoryview(body))  # read as bytes are, its slices views (no copy of the body)
+    try:
+        _, resource_bufs = _split(ExportTraceServiceRequest.DESCRIPTOR, view, 1)
+        resources = []
+        for resource_buf in resource_bufs:
+            rest, scope_bufs = _split(ResourceSpans.DESCRIPTOR, resource_buf, 2)
+            scopes = []
+            for scope_buf in scope_bufs:
+                scope_rest, span_bufs = _split(ScopeSpans.DESCRIPTOR, scope_buf, 2)
+                scopes.append((ScopeSpans.FromString(scope_rest).scope, span_bufs))
+            resources.append((ResourceSpans.FromString(rest).resource, scopes))
+    except (Structural, DecodeError, ValueError):
+        return None
+
+    def spans(where: str, bufs: list[Any]) -> Iterator[Any]:
+        for k, buf in enumerate(bufs):
+            try:
+                span = Span.FromString(buf)
+            except DecodeError as exc:
+                path = bad_utf8(Span.DESCRIPTOR, bytes(buf))
+                if path is None:
+                    raise MalformedInput(f"{_REFUSED}: {where}.spans[{k}]: {exc}") from None
+                salvaged.append(Rejected(f"{where}.spans[{k}]", bytes(buf), path))
+                continue
+            except ValueError as exc:  # as the whole-body parse's (its nesting past the parser's limit)
+                raise MalformedInput(f"{_REFUSED}: {where}.spans[{k}]: {exc}") from None
+            bufs[k] = None  # type: ignore[call-overload]  # parsed: its view can go
+            yield span
+
+    return (
+        (
+            resource,
+            ((scope, spans(f"resourceSpans[{i}].scopeSpans[{j}]", bufs)) for j, (scope, bufs) in enumerate(scopes)),
+        )
+        for i, (resource, scopes) in enumerate(resources)
+    )
 
 
 def _rejected_span(item: Rejected) -> SpanRecord:
@@ -402,18 +468,27 @@ def _object(doc: dict[str, Any], key: str, where: str) -> dict[str, Any]:
 def decode_json(body: bytes | str | dict[str, Any]) -> list[SpanRecord]:
     """Spans of an OTLP/JSON request. A body of the wrong shape raises MalformedInput;
     a bad field inside one span sets that span's ``problem`` instead."""
+    return list(iter_json(body))
+
+
+def iter_json(body: bytes | bytearray | str | dict[str, Any]) -> Iterator[SpanRecord]:
+    """``decode_json``'s spans one at a time (as ``iter_protobuf``); a body given as bytes or text is
+    dropped once parsed, and each span's part of the parsed document once it is decoded."""
+    owned = not isinstance(body, dict)  # a document we parsed: ours to take apart as we go
+    sizes = owned and len(body) > MAX_SPAN_BYTES  # as in iter_protobuf
     if isinstance(body, dict):
         doc = body
     else:
         try:
+            if isinstance(body, bytes | bytearray):  # decoded as json.loads does, the bytes dropped before the parse:
+                body = body.decode(json.detect_encoding(body), "surrogatepass")  # not held beside its objects
             doc = json.loads(body)
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise MalformedInput(f"not JSON: {exc}") from None
+    del body
     if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
         raise MalformedInput("not OTLP/JSON: expected an object with a `resourceSpans` list")
-    out = []
     budget = _Budget()
-    sizes = not isinstance(body, dict) and len(body) > MAX_SPAN_BYTES  # as in decode_protobuf
     for i, rs in enumerate(_objects(doc, "resourceSpans", "request")):
         where = f"resourceSpans[{i}]"
         try:
@@ -423,9 +498,11 @@ def decode_json(body: bytes | str | dict[str, Any]) -> list[SpanRecord]:
         budget.end_span()
         for j, ss in enumerate(_objects(rs, "scopeSpans", where)):
             scope = _object(ss, "scope", f"{where}.scopeSpans[{j}]")
-            for k, sp in enumerate(_objects(ss, "spans", f"{where}.scopeSpans[{j}]")):
-                out.append(_json_span(sp, resource, scope, f"{where}.scopeSpans[{j}].spans[{k}]", budget, sizes))
-    return out
+            spans = _objects(ss, "spans", f"{where}.scopeSpans[{j}]")
+            for k, sp in enumerate(spans):
+                if owned:
+                    spans[k] = None  # type: ignore[call-overload]  # decoded: its dict can go (sp holds it until then)
+                yield _json_span(sp, resource, scope, f"{where}.scopeSpans[{j}].spans[{k}]", budget, sizes)
 
 
 def _any_value(v: Any) -> dict[str, Any]:

@@ -329,21 +329,28 @@ class _Handler:
         if "chunked" not in (headers.get("transfer-encoding") or "").lower() and "content-length" not in headers:
             return routes.otlp_error(kind, 411, "Content-Length is required", close=True)
         body = await self._read_body(request, cfg.max_body_bytes)
-        # Only a complete body takes a slot: a slow client never holds one.
-        if not await c.decode_slots.async_acquire(timeout=routes.DECODE_SLOT_WAIT_S):
-            return routes.otlp_error(kind, 503, "collector is busy decoding other requests", retry_after=1, close=True)
-        try:
-            loop = asyncio.get_running_loop()
-            outcome = await loop.run_in_executor(
-                self.decoders, self._submit, kind, body, headers.get("content-encoding"), signal
-            )
+        # Only a complete body takes its share of the decode budget, then a slot: a slow client holds neither.
+        encoding = headers.get("content-encoding")
+        share = routes.decode_share(c, body, encoding)
+        if not await c.decode_budget.async_acquire(share, timeout=routes.DECODE_BUDGET_WAIT_S):
+            return routes.budget_exceeded(kind)
+        try:  # the share is held until the rows are committed: they are in memory until then
+            if not await c.decode_slots.async_acquire(timeout=routes.DECODE_SLOT_WAIT_S):
+                return routes.otlp_error(
+                    kind, 503, "collector is busy decoding other requests", retry_after=1, close=True
+                )
+            try:
+                loop = asyncio.get_running_loop()
+                outcome = await loop.run_in_executor(self.decoders, self._submit, kind, body, encoding, signal)
+            finally:
+                c.decode_slots.async_release()
+            del body
+            if isinstance(outcome, Reply):
+                return outcome
+            await _committed(outcome, cfg.ack_timeout_s)
+            return routes.acknowledge(c, kind, outcome, wait_s=0, signal=signal)
         finally:
-            c.decode_slots.async_release()
-        del body
-        if isinstance(outcome, Reply):
-            return outcome
-        await _committed(outcome, cfg.ack_timeout_s)
-        return routes.acknowledge(c, kind, outcome, wait_s=0, signal=signal)
+            c.decode_budget.release(share)
 
     def _submit(self, kind: str, body: bytes, encoding: str | None, signal: str) -> Reply | Ticket:
         with self.c.writer.incoming():

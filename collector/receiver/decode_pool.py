@@ -3,9 +3,9 @@
 That work (``collector.otlp`` + ``ledger.ingest.prepare``) is pure Python and
 holds the GIL; in the server's own process it competes with the DuckDB writer
 thread, which needs the GIL between statements. Worker processes take it out
-of that process: a body goes in (bytes), a ``PreparedBatch`` comes back (its
-Arrow tables pickle as IPC buffers), and the writer's process is left with
-socket I/O and commits.
+of that process: a body goes in (bytes, still compressed: the worker inflates
+it), a ``PreparedBatch`` comes back (its Arrow tables pickle as IPC buffers), and
+the writer's process is left with socket I/O and commits.
 
 With ``workers=0`` the work stays on the request's thread (tests, tiny setups).
 """
@@ -24,10 +24,14 @@ from concurrent.futures.process import BrokenProcessPool
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+import pyarrow as pa
+
 from ledger.errors import Unavailable
 from ledger.pricing import PriceBook
 from ledger.rows import PreparedBatch
 
+from . import heap
+from .defaults import DEFAULT_MAX_DECODED_BYTES, MiB
 from .signals import TRACES, prepare_signal
 
 __all__ = ["DecodePool", "DecoderUnavailable"]
@@ -57,6 +61,11 @@ class _WithoutPandas:
 def _init_worker(prices: PriceBook, redact_content: bool) -> None:
     global _prices, _redact
     _prices, _redact = prices, redact_content
+    heap.map_large_blocks()
+    # Arrow's buffers from glibc too: large ones mapped on their own (returned when freed), the rest
+    # trimmed with the heap (mimalloc, Arrow's default, returns a thread's pages only on that thread).
+    pa.set_memory_pool(pa.system_memory_pool())
+    threading.Thread(target=_give_back_after_large_results, daemon=True).start()
     sys.meta_path.insert(0, _WithoutPandas())
     # Ctrl-C on `turnledger up` reaches the whole process group: the server stops its
     # workers itself, after committing what they decoded, so they ignore it.
@@ -76,10 +85,31 @@ def _warm_up() -> None:
     time.sleep(0.05)  # long enough that each warm-up lands on a worker of its own
 
 
-def _decode_and_prepare(body: bytes, kind: str, signal: str) -> PreparedBatch:
+def _decode_and_prepare(body: bytes, kind: str, signal: str, encoding: str | None, limit: int) -> PreparedBatch:
     # Arrow here, not in the server: the conversion's work stays in the worker, and
     # Arrow buffers cross the process boundary cheaper than tuples of Python objects.
-    return prepare_signal(body, kind, signal, _prices, redact_content=_redact).to_arrow()
+    batch = prepare_signal(
+        body, kind, signal, _prices, redact_content=_redact, encoding=encoding, max_decoded_bytes=limit
+    ).to_arrow()
+    # The pool pickles it once returned (the rows are Arrow by then, nothing else is left of the body);
+    # pickled here instead, the collector unpickled a copy of a copy (+30 MiB there for a 60 MiB body).
+    if sum(t.nbytes for t in batch.tables.values()) >= _LARGE_RESULT:
+        _sent.set()
+    return batch
+
+
+_LARGE_RESULT = 4 * MiB  # the rows of a ~8 MiB body; after smaller ones a trim is not worth its time
+_sent = threading.Event()  # a large result was returned: give back its memory once it is sent
+
+
+def _give_back_after_large_results() -> None:
+    while True:
+        _sent.wait()
+        _sent.clear()
+        # The pool sends the result (a pickled copy) after the task returns; a trim during the next
+        # body instead does no harm.
+        time.sleep(0.2)
+        heap.give_back()
 
 
 class DecodePool:
@@ -109,15 +139,27 @@ class DecodePool:
             pool.submit(_warm_up)
         return pool
 
-    def prepare(self, body: bytes, kind: str, signal: str = TRACES) -> PreparedBatch:
-        """Rows of an OTLP body of ``signal``. Raises MalformedInput (bad body) or DecoderUnavailable."""
+    def prepare(
+        self,
+        body: bytes,
+        kind: str,
+        signal: str = TRACES,
+        *,
+        encoding: str | None = None,
+        max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES,
+    ) -> PreparedBatch:
+        """Rows of an OTLP body of ``signal``, as received (inflated by the worker when ``encoding`` is set: the
+        compressed bytes cross the pipe). Raises MalformedInput (bad body, BodyTooLarge...) or DecoderUnavailable."""
         if self._pool is None:
-            return prepare_signal(body, kind, signal, self.prices, redact_content=self.redact_content)
+            return prepare_signal(
+                body, kind, signal, self.prices, redact_content=self.redact_content,
+                encoding=encoding, max_decoded_bytes=max_decoded_bytes,
+            )  # fmt: skip
         if self._closed:
             raise DecoderUnavailable("the collector is shutting down; retry the export")
         pool = self._pool
         try:
-            return pool.submit(_decode_and_prepare, body, kind, signal).result()
+            return pool.submit(_decode_and_prepare, body, kind, signal, encoding, max_decoded_bytes).result()
         except BrokenProcessPool:
             with self._restart:
                 if self._pool is pool and not self._closed:  # the first request to see it starts a fresh pool

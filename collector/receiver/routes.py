@@ -25,8 +25,9 @@ from ledger.content import CapturedTurn, load_turn
 from ledger.errors import MalformedInput
 
 from . import budget_routes, quality_routes
+from .decode_budget import inflated_estimate
 from .decode_pool import DecoderUnavailable
-from .otlp_http import JSON, BodyTooLarge, UnsupportedEncoding, decompress, export_response, status_body
+from .otlp_http import JSON, BodyTooLarge, UnsupportedEncoding, export_response, status_body
 from .readers import ReaderBusy
 from .signals import SIGNALS, TRACES
 from .writer import QueueFull, RequestRejected, Ticket, WriterUnavailable
@@ -117,6 +118,9 @@ def authorized(token: str | None, authorization: str | None) -> bool:
 # --- POST /v1/traces|logs|metrics, and OTLP/gRPC TraceService|LogsService|MetricsService/Export --
 
 DECODE_SLOT_WAIT_S = 10  # a complete body waits this long for a decode slot before it is told to retry
+# ... and this long for its share of the decode budget: behind three maximum-size bodies, each decoded
+# and committed in turn (several seconds each on a loaded machine), a fourth still gets its turn.
+DECODE_BUDGET_WAIT_S = 60
 
 
 def export(c: CollectorServer, kind: str, raw: bytes, encoding: str | None, signal: str = TRACES) -> Reply:
@@ -127,14 +131,32 @@ def export(c: CollectorServer, kind: str, raw: bytes, encoding: str | None, sign
     The reply is what OTLP/HTTP sends; the gRPC layer turns a failure's ``google.rpc.Status``
     body into the call's status.
     """
-    if not c.decode_slots.green_acquire(timeout=DECODE_SLOT_WAIT_S):
-        return otlp_error(kind, 503, "collector is busy decoding other requests", retry_after=1, close=True)
-    try:
-        with c.writer.incoming():
-            outcome = submit(c, kind, raw, encoding, signal)
+    share = decode_share(c, raw, encoding)
+    if not c.decode_budget.green_acquire(share, timeout=DECODE_BUDGET_WAIT_S):
+        return budget_exceeded(kind)
+    try:  # the share is held until the rows are committed: they are in memory until then
+        if not c.decode_slots.green_acquire(timeout=DECODE_SLOT_WAIT_S):
+            return otlp_error(kind, 503, "collector is busy decoding other requests", retry_after=1, close=True)
+        try:
+            with c.writer.incoming():
+                outcome = submit(c, kind, raw, encoding, signal)
+        finally:
+            c.decode_slots.green_release()
+        del raw
+        return outcome if isinstance(outcome, Reply) else acknowledge(c, kind, outcome, signal=signal)
     finally:
-        c.decode_slots.green_release()
-    return outcome if isinstance(outcome, Reply) else acknowledge(c, kind, outcome, signal=signal)
+        c.decode_budget.release(share)
+
+
+def decode_share(c: CollectorServer, raw: bytes, encoding: str | None) -> int:
+    """The share of the decode budget a body takes (``.decode_budget``)."""
+    return c.decode_budget.share(inflated_estimate(raw, encoding, c.config.max_decoded_bytes))
+
+
+def budget_exceeded(kind: str) -> Reply:
+    return otlp_error(
+        kind, 503, "collector is busy decoding other large requests; retry the export", retry_after=1, close=True
+    )
 
 
 def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None, signal: str = TRACES) -> Reply | Ticket:
@@ -148,9 +170,7 @@ def submit(c: CollectorServer, kind: str, raw: bytes, encoding: str | None, sign
     """
     cfg = c.config
     try:
-        body = decompress(raw, encoding, cfg.max_decoded_bytes)
-        batch = c.decoder.prepare(body, kind, signal)
-        del body
+        batch = c.decoder.prepare(raw, kind, signal, encoding=encoding, max_decoded_bytes=cfg.max_decoded_bytes)
     except (BodyTooLarge, RequestTooLarge) as exc:
         return otlp_error(kind, 413, str(exc))
     except UnsupportedEncoding as exc:

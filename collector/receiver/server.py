@@ -32,9 +32,11 @@ from ledger.retention.sampling import Sampler, SamplingPolicy
 from ledger.settings import db_path
 from ledger.store import open_ledger
 
+from . import heap
 from .app import ReceiverHTTPServer
+from .decode_budget import DecodeBudget
 from .decode_pool import DecodePool
-from .defaults import DEFAULT_HOST, DEFAULT_PORT, MiB
+from .defaults import DEFAULT_HOST, DEFAULT_MAX_DECODED_BYTES, DEFAULT_PORT, MiB
 from .readers import ReaderPool
 from .writer import IngestHook, LedgerWriter
 
@@ -60,10 +62,13 @@ class ServerConfig:
     # No token on a non-loopback host: refused at start unless this is set (`serve --insecure-no-auth`).
     insecure_no_auth: bool = False
     max_body_bytes: int = 16 * MiB  # on the wire; larger → 413
-    max_decoded_bytes: int = 64 * MiB  # after gzip/deflate; larger → 413
+    max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES  # after gzip/deflate; larger → 413
     max_queued_spans: int = 200_000  # decoded, not yet committed; more → 429
     max_batch_spans: int = 25_000  # coalesced into one ingest call (one transaction)
     max_concurrent_decodes: int = 4  # complete request bodies being decoded at once
+    # Inflated bytes being decoded or awaiting their commit at once (.decode_budget): one maximum-size
+    # body at a time (~340 MiB in its worker); smaller ones side by side. A larger body is decoded alone.
+    decode_budget_bytes: int = DEFAULT_MAX_DECODED_BYTES
     body_timeout_s: float = 30.0  # a request body not received within this → 408 (slow clients)
     decode_workers: int = 0  # processes that decode bodies and build rows; 0: on the request's thread
     ack_timeout_s: float = 20.0  # waiting for the commit longer than this → 503 (retry is safe)
@@ -125,11 +130,13 @@ class CollectorServer:
             on_ingested=hooks,
         )
         self.decoder = DecodePool(cfg.decode_workers, self.writer.prices, cfg.redact_content)
+        heap.map_large_blocks()  # a large body's buffers are returned once freed, here as in the workers
         self.readers = ReaderPool(self.con, cfg.reader_connections)
         self.sampler = Sampler(SamplingPolicy(cfg.keep_ordinary, timedelta(seconds=cfg.sampling_grace_s)))
         # Complete bodies being decoded at once, whichever listener took them (usable from
         # threads and from the event loop): each is held inflated in memory meanwhile.
         self.decode_slots = aiologic.BoundedSemaphore(max(1, cfg.max_concurrent_decodes))
+        self.decode_budget = DecodeBudget(cfg.decode_budget_bytes)
         try:
             self.httpd = ReceiverHTTPServer((cfg.host, cfg.port), self)
         except OSError:

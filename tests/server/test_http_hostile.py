@@ -19,7 +19,7 @@ import collector.receiver.writer as writer_module
 from collector.otlp import decode_protobuf
 from ledger.limits import MAX_REQUEST_VALUES, MAX_SPAN_VALUES
 
-from .conftest import count, free_port, otlp_json, post_otlp, request, run_spans, start_cli, wait_healthy
+from .conftest import count, free_port, gz, otlp_json, post_otlp, request, run_spans, start_cli, wait_healthy
 
 HANG_GUARD_S = 60  # a socket that gets no answer in this long fails the test (never a figure)
 
@@ -231,12 +231,18 @@ def test_a_span_past_the_value_bound_is_rejected_alone(server):
     assert count(server, "SELECT count(*) FROM spans") == 4
 
 
-def test_a_gzip_bomb_is_413_and_the_server_keeps_serving(make_server):
-    server = make_server(max_decoded_bytes=8 * 2**20)
+@pytest.mark.parametrize("workers", [0, 1], ids=["in-process", "decode-worker"])
+def test_a_gzip_bomb_is_413_and_the_server_keeps_serving(make_server, workers):
+    """With a decode worker the compressed bytes cross the pipe and the worker inflates them (#41 item 7):
+    the same bound, the same 413, and a worker that still decodes the next body."""
+    server = make_server(max_decoded_bytes=8 * 2**20, decode_workers=workers)
     bomb = gzip.compress(b" " * (1 << 30), compresslevel=9)  # 1 GiB of spaces in ~1 MB
     assert len(bomb) < 2 * 2**20
     r = post_otlp(server.url, bomb, headers={"Content-Encoding": "gzip"})
     assert r.status == 413 and "inflates past the 8388608-byte limit" in r.json()["message"]
+    truncated = post_otlp(server.url, gz(otlp_json(run_spans("cut")))[:-9], headers={"Content-Encoding": "gzip"})
+    assert truncated.status == 400 and "gzip body is truncated" in truncated.json()["message"]
+    assert post_otlp(server.url, gz(otlp_json(run_spans("gz"))), headers={"Content-Encoding": "gzip"}).status == 200
     assert_still_serving(server, "after-bomb")
 
 
