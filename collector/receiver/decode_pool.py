@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import CancelledError, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from importlib.machinery import ModuleSpec
 from types import ModuleType
@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from ledger.errors import Unavailable
 from ledger.pricing import PriceBook
+from ledger.redact import default_policy
 from ledger.rows import PreparedBatch
 
 from . import heap
@@ -82,6 +83,8 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _warm_up() -> None:
+    if _redact:  # its detectors' database compiles in ~1 s: on the first request, that was its latency
+        default_policy()
     time.sleep(0.05)  # long enough that each warm-up lands on a worker of its own
 
 
@@ -120,6 +123,7 @@ class DecodePool:
         self.prices = prices
         self.redact_content = redact_content
         self._pool: ProcessPoolExecutor | None = None
+        self._warming: list[Future[None]] = []
         self._closed = False
         self._restart = threading.Lock()
         if workers > 0:
@@ -134,10 +138,16 @@ class DecodePool:
             initargs=(self.prices, self.redact_content),
         )
         # Start every worker now (a spawned worker takes a second or two to import
-        # its modules), not on the first requests.
-        for _ in range(self.workers):
-            pool.submit(_warm_up)
+        # its modules, and one more to compile its redaction detectors), not on the first requests.
+        self._warming = [pool.submit(_warm_up) for _ in range(self.workers)]
         return pool
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every worker has started and warmed up (False if ``timeout`` passed first).
+
+        A collector that answers before its workers are up answers its first exports seconds late, and a
+        client with a short exit budget (Claude Code gives its telemetry 2 s) loses what it sends last."""
+        return not wait(self._warming, timeout).not_done
 
     def prepare(
         self,

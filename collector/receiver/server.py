@@ -13,6 +13,7 @@ database instance (DuckDB's MVCC lets reads run while a batch commits).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from contextlib import suppress
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "CollectorServer", "ServerConfig"]
 
 _ALERT_GRACE_S = 2.0  # at shutdown, how long alerts of the last batch may take to go out
+_WORKERS_READY_S = 120  # a hang guard: workers start in seconds (import, detector compile) even when loaded
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -178,6 +181,8 @@ class CollectorServer:
         if self.governor is not None and self.sweep_interval > 0:
             self.governor.start_sweeper(self.con, self.sweep_interval)
         self.sampler.start(self.con)
+        if not self.decoder.wait_ready(_WORKERS_READY_S):
+            log.warning("decode workers not ready after %d s: serving anyway, the first exports wait", _WORKERS_READY_S)
         self._start_listeners()
         return self
 
