@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import weakref
 from collections.abc import Sequence
 from functools import cache
@@ -85,8 +86,9 @@ def _extension_directory() -> Path:
             raise TurnledgerError(f"{package} holds no extension built for DuckDB {version}: install =={version}")
         link = folder / f"{name}.duckdb_extension"
         if not link.exists() or link.resolve() != source.resolve():
-            # Made aside, then renamed over the old one: two processes opening lakes at once both succeed.
-            staged = folder / f".{name}.{os.getpid()}"
+            # Made aside, then renamed over the old one: two processes (or two threads of one: a pool of
+            # connections opening a lake whose links point at a removed environment) both succeed.
+            staged = folder / f".{name}.{os.getpid()}.{threading.get_ident()}"
             staged.unlink(missing_ok=True)
             staged.symlink_to(source)
             staged.replace(link)

@@ -94,6 +94,9 @@ def browser_page(base_url: str) -> Iterator[tuple[Any, dict[str, list[Any]]]]:
         browser.close()
 
 
+OVERVIEW_CHARTS = 7  # spend over time, cost per run, per model, call site, tenant, agent, stop causes
+
+
 def _settle(page: Any, *texts: str, charts: int = 0) -> None:
     """Wait until the script run finished, the texts are on the page and the charts are drawn."""
     page.wait_for_selector("[data-testid='stAppViewContainer']")
@@ -163,7 +166,7 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
     _shoot(page, "2-long-tail")
 
     _open(page, "Spend overview")
-    _settle(page, "Where the money goes", usd(cost["total_usd"]), charts=5)
+    _settle(page, "Where the money goes", usd(cost["total_usd"]), charts=OVERVIEW_CHARTS)
     for text in (
         count(cost["runs"]),
         usd(cost["median_usd"]),
@@ -172,7 +175,7 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
         "Spend per model, split by price term",
     ):
         _shown(page, text)
-    _check(page, charts=5)
+    _check(page, charts=OVERVIEW_CHARTS)
     _shoot(page, "1-spend-overview")
 
     _open(page, "Run explorer")
@@ -202,18 +205,18 @@ def test_every_page_renders_its_numbers_and_charts(base_url, browser_page, exten
 
     # The sidebar drives the page in the real app (AppTest re-runs only the page script).
     _open(page, "Spend overview")
-    _settle(page, "Where the money goes", charts=5)
+    _settle(page, "Where the money goes", charts=OVERVIEW_CHARTS)
     page.get_by_test_id("stSidebar").get_by_role("button", name="Refresh", exact=True).click()
-    _settle(page, usd(cost["total_usd"]), charts=5)
+    _settle(page, usd(cost["total_usd"]), charts=OVERVIEW_CHARTS)
     _pick(page, "Tenant", "globex")
     globex = rows(extended_db, q.cost_per_run(q.Filters(tenant="globex"))).to_dict("records")[0]
-    _settle(page, usd(globex["total_usd"]), charts=5)
+    _settle(page, usd(globex["total_usd"]), charts=OVERVIEW_CHARTS)
     assert page.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).input_value() == "globex"
     # The filter is in the address: the copied link reopens the same view in a new session.
     assert "tenant=globex" in page.url
     shared = page.context.new_page()
     shared.goto(page.url)
-    _settle(shared, usd(globex["total_usd"]), charts=5)
+    _settle(shared, usd(globex["total_usd"]), charts=OVERVIEW_CHARTS)
     assert (
         shared.get_by_test_id("stSidebar").get_by_role("combobox", name="Tenant", exact=True).input_value() == "globex"
     )
@@ -274,9 +277,9 @@ def test_the_overview_opens_from_its_own_url(base_url, browser_page, extended_db
     page, seen = browser_page
     cost = rows(extended_db, q.cost_per_run()).to_dict("records")[0]
     page.goto(f"{base_url}/overview")  # a new session, as a shared link is
-    _settle(page, "Where the money goes", usd(cost["total_usd"]), charts=5)
+    _settle(page, "Where the money goes", usd(cost["total_usd"]), charts=OVERVIEW_CHARTS)
     assert page.get_by_text("Page not found", exact=False).count() == 0
-    _check(page, charts=5)
+    _check(page, charts=OVERVIEW_CHARTS)
     assert not seen["errors"], seen["errors"]
 
 
