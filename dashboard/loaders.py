@@ -34,6 +34,7 @@ __all__ = [
     "response",
     "set_spec",
     "spec",
+    "wire_request",
 ]
 
 _SPEC_KEY = "tl_source_spec"

@@ -44,6 +44,7 @@ __all__ = [
     "render_sidebar",
     "run_link_column",
     "run_links",
+    "run_who",
     "table",
     "usd",
 ]

@@ -245,12 +245,9 @@ def _charge_row(_terms: tuple[terms.PriceTerm, ...]) -> Callable[..., tuple[Any,
     return table("charges").compile_row("s, call, priced, tenant, tokens, usd, ttft_ms, operation, unknown", values)
 
 
-_KNOWN: tuple[bool, Decimal | None] = (False, None)  # every usage term given or inferred: nothing flagged
-
-
-def _unknown_terms(call: ModelCall) -> str:
-    parts = ["cache split" if call.cache_split == UNKNOWN else "", "output" if call.output_count == UNKNOWN else ""]
-    return " and ".join(filter(None, parts)) + " not reported"
+# Every usage term given or inferred: nothing flagged. An unknown one is no fault of the exporter's: it is
+# counted and listed (report, pages), not named in the export's answer, where it crowded out rejections.
+_KNOWN: tuple[bool, Decimal | None] = (False, None)
 
 
 _NOT_A_PAYLOAD: dict[str, Any] = {}  # a sentinel: the span carries content, but no payload
@@ -405,9 +402,6 @@ class _RowBuilder:
                 self.flagged.append(f"{s.trace_id}/{s.span_id}: invalid_usage: {call.invalid_usage}")
             if call.incomplete_usage:
                 self.flagged.append(f"{s.trace_id}/{s.span_id}: incomplete_usage: {call.incomplete_usage}")
-            if unknown[0]:
-                error = "unbounded" if unknown[1] is None else f"up to ${unknown[1]}"
-                self.flagged.append(f"{s.trace_id}/{s.span_id}: unknown_usage: {_unknown_terms(call)} ({error})")
             self.charges.append(charge)
             self.copies.append(copy)
 

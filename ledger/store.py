@@ -20,7 +20,7 @@ from .schema import MIGRATIONS, migrate, pending_migrations, schema_version
 from .settings import data_path as default_data_path
 from .settings import db_path
 
-__all__ = ["NEW_FILES", "open_ledger"]
+__all__ = ["NEW_FILES", "announce_server", "open_ledger"]
 
 # DuckDB checkpoints (moves the write-ahead log into the file) inside the commit
 # that takes the log past this size. At the 16 MiB default a busy writer spent a

@@ -321,7 +321,7 @@ class _Rebuild:
         for r in results:
             result = r.get("response", r.get("result"))
             out.append({"role": "tool", "tool_call_id": r.get("id"),
-                        "content": result if isinstance(result, str) else json_dumps(result)})  # fmt: skip
+                        "content": result if isinstance(result, str) else _json_dumps(result)})  # fmt: skip
         if texts or calls or not results:
             msg: dict[str, Any] = {"role": role, "content": _openai_text([_part_text(p) for p in texts]) or None}
             if calls:
@@ -415,14 +415,14 @@ def _join_system(contents: list[Any]) -> Any:
     return blocks
 
 
-def json_dumps(value: Any) -> str:
+def _json_dumps(value: Any) -> str:
     import json
 
     return json.dumps(value, ensure_ascii=False)
 
 
 def _arguments_text(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else json_dumps(arguments)
+    return arguments if isinstance(arguments, str) else _json_dumps(arguments)
 
 
 def _anthropic_tool_use(call: Mapping[str, Any]) -> dict[str, Any]:

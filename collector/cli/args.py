@@ -15,7 +15,17 @@ if TYPE_CHECKING:
     from ledger.queries import Filters
     from ledger.sources import Source
 
-__all__ = ["FILTER_OPTIONS", "add_data_path", "add_db", "add_filters", "add_source", "filters_of", "reading"]
+__all__ = [
+    "FILTER_OPTIONS",
+    "add_data_path",
+    "add_db",
+    "add_filters",
+    "add_source",
+    "filters_of",
+    "reading",
+    "require_free_port",
+    "time_arg",
+]
 
 # Each filter option and the Filters field it sets.
 FILTER_OPTIONS = {

@@ -315,26 +315,27 @@ def cmd_serve(a: argparse.Namespace) -> int:
     require_free_port(config.host, config.port, "collector", "--port")  # before the ledger file exists
     if config.grpc_port is not None:
         require_free_port(config.host, config.grpc_port, "OTLP/gRPC receiver", "--grpc-port (or --no-grpc)")
-    server = _start(config, a.sweep_interval, webhook_policy(a, local_default=False)).start()
-    maintenance = start_maintenance(server.con, a.maintain_every)
-    print(f"turnledger collector listening on {server.url} (ledger {lake.shown(str(server.db_path))})", flush=True)
-    print(f"  point an agent at it: OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
-    if server.grpc_url:
-        print(
-            f"  or over OTLP/gRPC:    OTEL_EXPORTER_OTLP_ENDPOINT={server.grpc_url} OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
-            flush=True,
-        )
-    print(f"  budgets and alerts while it runs: TURNLEDGER_SERVER={server.url} turnledger budget list", flush=True)
-    print(f"  auth: {server.auth}", flush=True)
-    print("  Ctrl-C stops it.", flush=True)
-    try:
-        with _announced(server):
+    server = _start(config, a.sweep_interval, webhook_policy(a, local_default=False))
+    with _announced(server):  # before it answers: a command refused the file names this address
+        server.start()
+        maintenance = start_maintenance(server.con, a.maintain_every)
+        print(f"turnledger collector listening on {server.url} (ledger {lake.shown(str(server.db_path))})", flush=True)
+        print(f"  point an agent at it: OTEL_EXPORTER_OTLP_ENDPOINT={server.url}", flush=True)
+        if server.grpc_url:
+            print(
+                f"  or over OTLP/gRPC:    OTEL_EXPORTER_OTLP_ENDPOINT={server.grpc_url} OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+                flush=True,
+            )
+        print(f"  budgets and alerts while it runs: TURNLEDGER_SERVER={server.url} turnledger budget list", flush=True)
+        print(f"  auth: {server.auth}", flush=True)
+        print("  Ctrl-C stops it.", flush=True)
+        try:
             wait_for_stop()
-    finally:
-        print("stopping: committing accepted spans and closing the ledger...", file=sys.stderr, flush=True)
-        if maintenance is not None:
-            maintenance.stop()
-        server.stop()
+        finally:
+            print("stopping: committing accepted spans and closing the ledger...", file=sys.stderr, flush=True)
+            if maintenance is not None:
+                maintenance.stop()
+            server.stop()
     return 0
 
 
@@ -375,6 +376,8 @@ def cmd_up(a: argparse.Namespace) -> int:
     from ledger.lake.maintain import start_maintenance
 
     server = _start(config, a.sweep_interval, webhook_policy(a, local_default=True))
+    announced = contextlib.ExitStack()
+    announced.enter_context(_announced(server))  # before it answers: a command refused the file names it
     dashboard: subprocess.Popen[bytes] | None = None
     maintenance = None
     failed = False
@@ -416,9 +419,9 @@ def cmd_up(a: argparse.Namespace) -> int:
                 return True
             return False
 
-        with _announced(server):
-            wait_for_stop(dashboard_died)
+        wait_for_stop(dashboard_died)
     finally:
+        announced.close()
         print("stopping...", file=sys.stderr, flush=True)
         if dashboard is not None:
             stop_process(dashboard)
