@@ -24,8 +24,7 @@ from collector.receiver.decode_budget import DecodeBudget, inflated_estimate
 from ledger.errors import MalformedInput
 from tests.conftest import copy_ledger
 from tests.server.conftest import count, gz, otlp_json, post_otlp, run_spans
-from tests.server.test_invalid_utf8 import BODY as INVALID_UTF8_BODY
-from tests.server.test_invalid_utf8 import SPAN_PLACES, SPANS, _corrupt, _marker
+from tests.server.test_invalid_utf8 import SPANS, corrupted, corruptions
 from tests.test_otlp_hostile import SAMPLE_PB
 
 GUARD_S = 120
@@ -252,22 +251,12 @@ def _decoded_both_ways(body: bytes) -> list[object]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    spoilt=st.sets(st.tuples(st.sampled_from(SPANS), st.sampled_from(SPAN_PLACES)), max_size=8),
-    scopes=st.sets(st.tuples(st.integers(0, 1), st.integers(0, 1)), max_size=2),
-    resources=st.sets(st.integers(0, 1), max_size=1),
-)
+@given(**corruptions(8))
 def test_a_large_body_parsed_a_span_at_a_time_decodes_as_when_parsed_whole(spoilt, scopes, resources):
     """Bodies past ``STREAMED_BYTES`` are parsed a span at a time (their message is never whole in memory):
     the same spans in the same order, invalid UTF-8 in any place costing the same spans (2 resources ×
     2 scopes × 3 spans, as tests/server/test_invalid_utf8.py corrupts them)."""
-    body = INVALID_UTF8_BODY
-    for at, place in spoilt:
-        body = _corrupt(body, _marker(place, *at))
-    for at in scopes:
-        body = _corrupt(body, _marker("scope", *at))
-    for r in resources:
-        body = _corrupt(body, _marker("resource", r))
+    body = corrupted(spoilt, scopes, resources)
     whole, streamed = _decoded_both_ways(body)
     assert whole != "refused" and len(whole) == len(SPANS)
     assert streamed == whole

@@ -186,13 +186,17 @@ def _pb_request() -> bytes:
 BODY = _pb_request()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    spoilt=st.sets(st.tuples(st.sampled_from(SPANS), st.sampled_from(SPAN_PLACES)), max_size=12),
-    scopes=st.sets(st.tuples(st.integers(0, 1), st.integers(0, 1)), max_size=2),
-    resources=st.sets(st.integers(0, 1), max_size=1),
-)
-def test_any_subset_corrupted_exactly_the_others_are_stored(spoilt, scopes, resources):
+def corruptions(spoilt_at_most: int) -> dict[str, st.SearchStrategy[Any]]:
+    """``@given`` arguments for ``corrupted``: span places, scopes and resources to spoil."""
+    return {
+        "spoilt": st.sets(st.tuples(st.sampled_from(SPANS), st.sampled_from(SPAN_PLACES)), max_size=spoilt_at_most),
+        "scopes": st.sets(st.tuples(st.integers(0, 1), st.integers(0, 1)), max_size=2),
+        "resources": st.sets(st.integers(0, 1), max_size=1),
+    }
+
+
+def corrupted(spoilt: set[Any], scopes: set[Any], resources: set[int]) -> bytes:
+    """``BODY`` with invalid UTF-8 in each place drawn by ``corruptions``."""
     body = BODY
     for at, place in spoilt:
         body = _corrupt(body, _marker(place, *at))
@@ -200,6 +204,13 @@ def test_any_subset_corrupted_exactly_the_others_are_stored(spoilt, scopes, reso
         body = _corrupt(body, _marker("scope", *at))
     for r in resources:
         body = _corrupt(body, _marker("resource", r))
+    return body
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**corruptions(12))
+def test_any_subset_corrupted_exactly_the_others_are_stored(spoilt, scopes, resources):
+    body = corrupted(spoilt, scopes, resources)
     lost = {at for at, _ in spoilt} | {x for x in SPANS if x[:2] in scopes or x[0] in resources}
     expected = {h.span_id(SPANS.index(x) + 1) for x in SPANS if x not in lost}
 
