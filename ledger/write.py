@@ -50,13 +50,15 @@ class IngestReport:
     spans_written: int = 0
     charges_written: int = 0
     judgments_written: int = 0  # feedback and evaluations (``evaluations`` rows): rules on them are measured anew
+    points_written: int = 0  # producers' metric points (``metric_points`` rows)
     rejected: list[str] = field(default_factory=list)  # "trace/span: reason"
     unpriced_models: set[str] = field(default_factory=set)
     traces: set[str] = field(default_factory=set)
 
     @property
     def duplicates(self) -> int:
-        return self.received - len(self.rejected) - self.spans_written
+        """Spans or points received again (stored already), not counting what was rejected."""
+        return self.received - len(self.rejected) - self.spans_written - self.points_written
 
 
 # The ledger's shared blocks (system prompts, tool lists) repeat between spans and batches by
@@ -132,6 +134,7 @@ def write(
     report.spans_written = written.rows.get("spans", 0)
     report.charges_written = written.rows.get("charges", 0)
     report.judgments_written = written.rows.get("evaluations", 0)
+    report.points_written = written.rows.get("metric_points", 0)
     report.traces |= written.uncharged.keys()
     return report
 

@@ -240,3 +240,20 @@ def test_runs_rebuilt_from_recent_spans_only_are_exact_whatever_order_spans_arri
             ingest_module.write(deferred, [ingest_module.prepare(part)], defer_runs=True)
         ingest_module.write(deferred, [ingest_module.prepare(order[-1])])
         assert _runs(deferred) == _runs(reference), f"{name}, deferred"
+
+
+def test_metric_points_are_duplicates_only_when_received_again(tmp_path):
+    """/healthz's duplicate count read every stored metric point as a duplicate span."""
+    from ledger.metrics import DELTA, MetricPoint, prepare_points
+    from ledger.store import open_ledger
+    from ledger.write import write
+
+    points = [MetricPoint("claude_code.cost.usage", 1_790_000_000_000_000_000 + i, 0.5, DELTA) for i in range(3)]
+    con = open_ledger(tmp_path / "points.duckdb")
+    try:
+        first = write(con, [prepare_points(points).to_arrow()])
+        again = write(con, [prepare_points(points).to_arrow()])  # an exporter's retry
+    finally:
+        con.close()
+    assert (first.points_written, first.duplicates) == (3, 0)
+    assert (again.points_written, again.duplicates) == (0, 3)
